@@ -1,0 +1,75 @@
+"""Command line: ``python -m certs generate|check|install``.
+
+Exit codes: 0 done (or nothing to do), 1 ``check`` found something to renew, 2 bad input
+or usage, with one line on stderr.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Sequence
+
+from .authority import KEY_TYPES
+from .directory import check, generate
+from .errors import CertError
+from .store import load_dir
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Parse ``argv``, run the command, return the exit code."""
+    args = _parser().parse_args(argv)
+    try:
+        return args.run(args)
+    except CertError as exc:
+        print(f"certs: error: {exc}", file=sys.stderr)
+        return 2
+
+
+def _generate(args: argparse.Namespace) -> int:
+    written = generate(
+        args.out, args.service, args.namespace, days=args.days, ca_days=args.ca_days,
+        dns=args.dns, ips=args.ip, key_type=args.key_type, force=args.force,
+    )
+    state = "wrote ca.crt, ca.key, tls.crt, tls.key" if written else "valid certificate set left unchanged"
+    print(f"certs: {args.out}: {state}", file=sys.stderr)
+    # stdout carries only the caBundle so that `CA_BUNDLE=$(python -m certs generate ...)` works.
+    print(load_dir(args.out).ca_bundle_b64())
+    return 0
+
+
+def _check(args: argparse.Namespace) -> int:
+    lines, the_plan = check(args.dir)
+    for line in lines:
+        print(line)
+    for reason in the_plan.reasons:
+        print(f"renew: {reason}")
+    if not the_plan.needed:
+        print("nothing to renew")
+    return 1 if the_plan.needed else 0
+
+
+def _add_issue_flags(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--service", required=True, help="Service name of the webhook")
+    parser.add_argument("--namespace", required=True, help="namespace of the Service")
+    parser.add_argument("--days", type=int, default=365, help="serving certificate lifetime (default 365)")
+    parser.add_argument("--ca-days", type=int, default=3650, help="CA lifetime (default 3650)")
+    parser.add_argument("--key-type", choices=KEY_TYPES, default="ecdsa-p256")
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="python -m certs", description=__doc__.splitlines()[0])
+    commands = parser.add_subparsers(dest="command", required=True)
+
+    gen = commands.add_parser("generate", help="create or renew a CA and serving certificate in a directory")
+    _add_issue_flags(gen)
+    gen.add_argument("--out", required=True, help="directory for ca.crt, ca.key, tls.crt, tls.key")
+    gen.add_argument("--dns", action="append", default=[], help="extra DNS SAN (repeatable)")
+    gen.add_argument("--ip", action="append", default=[], help="extra IP SAN (repeatable)")
+    gen.add_argument("--force", action="store_true", help="start over with a new CA even if the set is valid")
+    gen.set_defaults(run=_generate)
+
+    chk = commands.add_parser("check", help="print expiry and what would be renewed (exit 1 if anything)")
+    chk.add_argument("dir", help="directory holding ca.crt, ca.key, tls.crt, tls.key")
+    chk.set_defaults(run=_check)
+    return parser
