@@ -1,0 +1,122 @@
+"""AdmissionReview (admission.k8s.io/v1) in, AdmissionReview out: the one response builder.
+
+The HTTP server and `webhook review --output json` both call `review`, so what
+the CLI prints is exactly what the server sends.
+"""
+
+from __future__ import annotations
+
+import base64
+from dataclasses import dataclass
+from typing import Any
+
+import orjson
+
+from .decision import Decision, decide
+from .patch import patch_ops
+from .policy import PolicySet
+from .quantity import shorten
+
+API_VERSION = "admission.k8s.io/v1"
+KIND = "AdmissionReview"
+OPERATIONS = ("CREATE", "UPDATE", "DELETE", "CONNECT")
+
+
+class BadReview(ValueError):
+    """The body is not an AdmissionReview we can answer (HTTP 400)."""
+
+
+@dataclass(frozen=True)
+class ReviewResult:
+    """The response to send, and the facts the server logs and counts."""
+
+    response: dict
+    uid: str
+    namespace: str
+    name: str
+    kind: str
+    operation: str
+    dry_run: bool
+    decision: str  # skipped | allowed | mutated | denied
+    profile: str | None
+    decided: Decision
+
+
+def _require(condition: bool, message: str) -> None:
+    if not condition:
+        raise BadReview(message)
+
+
+def parse_request(body: Any) -> dict:
+    """The `request` of a v1 AdmissionReview; raise `BadReview` for anything else."""
+    _require(isinstance(body, dict), "body must be a JSON object (an AdmissionReview)")
+    _require(body.get("apiVersion") == API_VERSION and body.get("kind") == KIND,
+             f"body must be an AdmissionReview of apiVersion {API_VERSION}, got "
+             f"apiVersion={shorten(body.get('apiVersion'))} kind={shorten(body.get('kind'))}")
+    request = body.get("request")
+    _require(isinstance(request, dict), "AdmissionReview.request must be an object")
+    uid = request.get("uid")
+    _require(isinstance(uid, str) and 0 < len(uid) <= 128, "request.uid must be a string")
+    kind = request.get("kind")
+    _require(isinstance(kind, dict) and isinstance(kind.get("kind"), str)
+             and isinstance(kind.get("group", ""), str), "request.kind must be a GroupVersionKind")
+    _require(request.get("operation") in OPERATIONS,
+             f"request.operation must be one of {', '.join(OPERATIONS)}")
+    _require(isinstance(request.get("namespace", ""), (str, type(None))),
+             "request.namespace must be a string")
+    return request
+
+
+def _object_name(request: dict) -> str:
+    obj = request.get("object")
+    metadata = obj.get("metadata") if isinstance(obj, dict) else None
+    metadata = metadata if isinstance(metadata, dict) else {}
+    for value in (metadata.get("name"), request.get("name"), metadata.get("generateName")):
+        if isinstance(value, str) and value:
+            return shorten(value, 253)
+    return ""
+
+
+def review(body: Any, policies: PolicySet, *, mutate: bool = True) -> ReviewResult:
+    """Decide one AdmissionReview and build the AdmissionReview to answer it with.
+
+    `mutate=False` is the validating endpoint: no patch, no warnings, and an object
+    that still needs rewriting is denied (the mutating webhook did not run).
+    """
+    request = parse_request(body)
+    namespace = request.get("namespace") or ""
+    gvk = request["kind"]
+    operation = request["operation"]
+    if request.get("subResource"):
+        decision = Decision("skipped", request.get("object"), reason="subresource")
+    else:
+        policy = policies.for_namespace(namespace) if namespace else None
+        decision = decide(request.get("object"), policy, operation=operation,
+                          kind=(gvk.get("group", ""), gvk["kind"]))
+    response: dict[str, Any] = {"uid": request["uid"], "allowed": decision.allowed}
+    outcome = decision.outcome
+    if outcome == "denied":
+        response["status"] = {"code": 403, "reason": "Forbidden", "message": decision.reason}
+    elif mutate and outcome == "mutated":
+        ops = patch_ops(request["object"], decision)
+        response["patchType"] = "JSONPatch"
+        response["patch"] = base64.b64encode(orjson.dumps(ops)).decode("ascii")
+    elif outcome == "mutated":
+        outcome = "denied"
+        response["allowed"] = False
+        response["status"] = {"code": 403, "reason": "Forbidden", "message": (
+            f"{gvk['kind']} still asks for GPU memory after every mutating webhook ran "
+            f"({decision.warnings[0].removeprefix('lwgpu: ')}); the lwgpu mutating webhook "
+            f"must rewrite it: check that it is installed and reachable")}
+    if mutate and decision.warnings:
+        response["warnings"] = list(decision.warnings)
+    return ReviewResult(
+        response={"apiVersion": API_VERSION, "kind": KIND, "response": response},
+        uid=request["uid"], namespace=namespace, name=_object_name(request),
+        kind=gvk["kind"], operation=operation, dry_run=request.get("dryRun") is True,
+        decision=outcome, profile=decision.profile, decided=decision)
+
+
+def encode(response: dict) -> bytes:
+    """The canonical JSON bytes of a response; the server sends exactly these."""
+    return orjson.dumps(response)

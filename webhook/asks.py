@@ -1,0 +1,177 @@
+"""What each container of a pod spec asks of the GPU: a device count and/or GPU memory.
+
+Reading is defensive: the object comes from a user, so `resources: null`, lists
+where maps belong and quantities of every spelling must lead to a decision or a
+`Refusal` naming the field, never to an exception.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from . import quantity
+from .policy import GPU_RESOURCE, Policy
+
+CONTAINER_ANNOTATION = "lwgpu.io/container"
+SECTIONS = ("initContainers", "containers")
+
+
+class Refusal(Exception):
+    """The pod cannot run on a lightweight GPU; the message is for the kubectl user."""
+
+
+@dataclass(frozen=True)
+class Ask:
+    """One container's GPU needs."""
+
+    section: str  # "containers" or "initContainers"
+    index: int
+    name: str
+    sidecar: bool  # an init container with restartPolicy: Always runs beside the app
+    gpus: int  # GPUs this container occupies (a memory request counts as one)
+    memory_mib: int | None  # GPU memory it asks, if any
+    source: str | None  # what it asked, as written: aliyun.com/gpu-mem=2
+
+    @property
+    def where(self) -> str:
+        """`containers[0] (cuda)` for messages."""
+        return f"{self.section}[{self.index}] ({shorten_name(self.name)})"
+
+
+def shorten_name(name: object) -> str:
+    """A container name fit for a message."""
+    return quantity.shorten(name, 63)
+
+
+def _maps(container: dict) -> tuple[dict, dict]:
+    resources = container.get("resources")
+    if not isinstance(resources, dict):
+        return {}, {}
+    limits, requests = resources.get("limits"), resources.get("requests")
+    return (limits if isinstance(limits, dict) else {},
+            requests if isinstance(requests, dict) else {})
+
+
+def _value(limits: dict, requests: dict, resource: str, where: str) -> Any:
+    """The container's value for `resource`: limits, else requests; both differing is refused."""
+    if resource in limits and resource in requests:
+        try:
+            same = quantity.parse(limits[resource]) == quantity.parse(requests[resource])
+        except quantity.QuantityError:
+            same = limits[resource] == requests[resource]
+        if not same:
+            raise Refusal(
+                f"{where}.resources: limits[{resource}]={quantity.shorten(limits[resource])} and "
+                f"requests[{resource}]={quantity.shorten(requests[resource])} differ; "
+                f"set the same value in both, or only in limits")
+    return limits[resource] if resource in limits else requests.get(resource)
+
+
+def mentions_gpu(container: dict, policy: Policy) -> bool:
+    """True when the container names nvidia.com/gpu or one of the policy's memory resources."""
+    limits, requests = _maps(container)
+    names = set(limits) | set(requests)
+    return GPU_RESOURCE in names or any(r in names for r in policy.memory_resources)
+
+
+def containers(spec: dict, section: str) -> list[tuple[int, dict]]:
+    """(index, container) pairs of one section, skipping entries that are not objects."""
+    items = spec.get(section)
+    if not isinstance(items, list):
+        return []
+    return [(i, c) for i, c in enumerate(items) if isinstance(c, dict)]
+
+
+def _annotation_target(spec: dict, annotations: dict, prefix: str) -> tuple[str, int]:
+    wanted = annotations.get(CONTAINER_ANNOTATION)
+    if wanted is None:
+        app = containers(spec, "containers")
+        if len(app) != 1:
+            names = ", ".join(shorten_name(c.get("name")) for _, c in app[:8])
+            raise Refusal(
+                f"{prefix}metadata.annotations: the GPU memory annotation applies to one "
+                f"container, but the pod has {len(app)} ({names}); add annotation "
+                f"{CONTAINER_ANNOTATION}: <container name>")
+        return "containers", app[0][0]
+    for section in ("containers", "initContainers"):
+        for index, container in containers(spec, section):
+            if container.get("name") == wanted:
+                return section, index
+    raise Refusal(
+        f"{prefix}metadata.annotations[{CONTAINER_ANNOTATION}]: no container is named "
+        f"{quantity.shorten(wanted)!r}; name one of the pod's containers")
+
+
+def _annotation_memory(policy: Policy, annotations: dict, prefix: str) -> tuple[int, str] | None:
+    key = policy.annotation
+    if key is None or key not in annotations:
+        return None
+    raw = annotations[key]
+    where = f"{prefix}metadata.annotations[{key}]"
+    try:
+        if 0 < quantity.parse(raw) < quantity.MIB:
+            raise quantity.QuantityError(f"{quantity.shorten(raw)!r} is less than 1Mi (no unit?)")
+        return quantity.to_mib(raw), f"{key}={quantity.shorten(raw)}"
+    except quantity.QuantityError as err:
+        raise Refusal(f"{where}: {err}; write a quantity such as 2Gi or 1536Mi") from None
+
+
+def read_asks(spec: dict, annotations: dict, policy: Policy, prefix: str) -> list[Ask]:
+    """Every container that uses the GPU, in init-then-app order; raise `Refusal` on bad asks.
+
+    `prefix` is the field path to the pod template (`spec.template.`) for messages.
+    """
+    by_annotation = _annotation_memory(policy, annotations, prefix)
+    target = _annotation_target(spec, annotations, prefix) if by_annotation else None
+    asks = []
+    for section in SECTIONS:
+        for index, container in containers(spec, section):
+            where = f"{prefix}spec.{section}[{index}]"
+            limits, requests = _maps(container)
+            memory = source = None
+            for resource, unit in policy.memory_resources.items():
+                value = _value(limits, requests, resource, where)
+                if value is None:
+                    continue
+                if memory is not None:
+                    raise Refusal(f"{where}.resources: asks GPU memory twice ({source} and "
+                                  f"{resource}); keep one")
+                try:
+                    memory = quantity.to_mib(value, unit)
+                except quantity.QuantityError as err:
+                    raise Refusal(f"{where}.resources.limits[{resource}]: {err}") from None
+                source = f"{resource}={quantity.shorten(value)}"
+            if by_annotation and target == (section, index):
+                if memory is not None and memory != by_annotation[0]:
+                    raise Refusal(f"{where}.resources: asks {source} but the pod annotation asks "
+                                  f"{by_annotation[1]}; keep one")
+                memory, source = by_annotation
+            raw_gpus = _value(limits, requests, GPU_RESOURCE, where)
+            try:
+                gpus = 0 if raw_gpus is None else quantity.count(raw_gpus)
+            except quantity.QuantityError as err:
+                raise Refusal(f"{where}.resources.limits[{GPU_RESOURCE}]: {err}") from None
+            if memory is None and gpus == 0:
+                continue
+            sidecar = section == "initContainers" and container.get("restartPolicy") == "Always"
+            asks.append(Ask(section, index, str(container.get("name", "")), sidecar,
+                            max(gpus, 1 if memory is not None else 0), memory, source))
+    return asks
+
+
+def effective_gpus(asks: list[Ask]) -> int:
+    """GPUs the pod needs, by Kubernetes' effective-request rule for init and sidecar containers.
+
+    Init containers run one at a time, each beside the sidecars started before it;
+    app containers run together beside every sidecar.
+    """
+    init_peak = sidecars = 0
+    for ask in (a for a in asks if a.section == "initContainers"):
+        if ask.sidecar:
+            sidecars += ask.gpus
+            init_peak = max(init_peak, sidecars)
+        else:
+            init_peak = max(init_peak, ask.gpus + sidecars)
+    app = sum(a.gpus for a in asks if a.section == "containers")
+    return max(init_peak, app + sidecars)

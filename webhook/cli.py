@@ -1,0 +1,32 @@
+"""The `python -m webhook` command line: one sub-command per module.
+
+Each module in `COMMANDS` exposes `register(subparsers)`, which adds its parser
+and sets `func` to a callable taking the parsed arguments and returning the exit code.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import sys
+
+COMMANDS = (
+    "webhook.review_cmd",
+    "webhook.policy_cmd",
+)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The full parser with every registered sub-command."""
+    parser = argparse.ArgumentParser(prog="python -m webhook",
+                                     description="Admission webhook for lightweight GPU nodes.")
+    subparsers = parser.add_subparsers(dest="command", required=True)
+    for module in COMMANDS:
+        importlib.import_module(module).register(subparsers)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Parse `argv` and run the chosen sub-command; return its exit code."""
+    args = build_parser().parse_args(sys.argv[1:] if argv is None else argv)
+    return args.func(args)

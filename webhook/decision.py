@@ -1,0 +1,231 @@
+"""The decision: one object + the policy that governs it -> allowed, denied or rewritten.
+
+A pure function: no I/O, no globals, no Kubernetes client. The server and the
+offline `review` command both call `decide`; `admission` turns its result into
+an AdmissionReview response.
+"""
+
+from __future__ import annotations
+
+import copy
+from dataclasses import dataclass
+from typing import Any
+
+from . import quantity
+from .asks import Ask, Refusal, containers, effective_gpus, mentions_gpu, read_asks
+from .placement import admits, best_fit, constraints
+from .policy import GPU_RESOURCE, Policy, Profile
+from .workload import dig, field_path, group_of, template_path
+
+SKIP_ANNOTATION = "lwgpu.io/skip"
+PROFILE_ANNOTATION = "lwgpu.io/profile"
+FROM_ANNOTATION = "lwgpu.io/rewritten-from"
+WARNING_LIMIT = 120
+
+
+@dataclass(frozen=True)
+class Decision:
+    """What to do with one object.
+
+    `outcome` is `skipped` (out of scope), `allowed` (in scope, nothing to change),
+    `mutated` (allowed after rewriting: `obj` is the new object) or `denied`.
+    """
+
+    outcome: str
+    obj: Any
+    path: tuple[str, ...] = ()  # where the pod template sits; the only part that may change
+    reason: str = ""
+    warnings: tuple[str, ...] = ()
+    profile: str | None = None
+
+    @property
+    def allowed(self) -> bool:
+        """False only for a denial."""
+        return self.outcome != "denied"
+
+
+def _map(value: Any) -> dict:
+    return value if isinstance(value, dict) else {}
+
+
+def _skip(obj: Any, reason: str) -> Decision:
+    return Decision("skipped", obj, reason=reason)
+
+
+def decide(obj: Any, policy: Policy | None, *, operation: str = "CREATE",
+           kind: tuple[str, str] | None = None) -> Decision:
+    """Decide what to do with `obj` (a Pod or a workload) under `policy`.
+
+    `kind` is the (group, kind) the apiserver reported; by default it is read from
+    the object's own apiVersion and kind. `policy` None means the namespace is
+    not governed.
+    """
+    if operation not in ("CREATE", "UPDATE"):
+        return _skip(obj, f"operation {operation} is not reviewed")
+    if not isinstance(obj, dict):
+        return _skip(obj, "no object")
+    group, name = kind if kind else (group_of(obj.get("apiVersion")), obj.get("kind"))
+    path = template_path(group, name)
+    if path is None:
+        return _skip(obj, "not a Pod or a workload with a pod template")
+    if path == () and operation == "UPDATE":
+        return _skip(obj, "a Pod's spec cannot change after creation")
+    if policy is None:
+        return _skip(obj, "namespace not governed by any policy")
+    template = dig(obj, path) if path else obj
+    spec = _map(template).get("spec")
+    if not isinstance(spec, dict):
+        return _skip(obj, "no pod spec")
+    annotations = _map(_map(template.get("metadata")).get("annotations"))
+    outer = _map(_map(obj.get("metadata")).get("annotations"))
+    if "true" in (annotations.get(SKIP_ANNOTATION), outer.get(SKIP_ANNOTATION)):
+        return _skip(obj, f"annotation {SKIP_ANNOTATION}: \"true\"")
+    if not (policy.annotation in annotations or any(
+            mentions_gpu(c, policy) for s in ("initContainers", "containers")
+            for _, c in containers(spec, s))):
+        return _skip(obj, "asks for no GPU")
+    prefix = field_path(path) + "." if path else ""
+    try:
+        return _decide_gpu_pod(obj, path, template, spec, annotations, policy, prefix)
+    except Refusal as refusal:
+        return Decision("denied", obj, path, reason=str(refusal))
+
+
+def _decide_gpu_pod(obj: dict, path: tuple[str, ...], template: dict, spec: dict,
+                    annotations: dict, policy: Policy, prefix: str) -> Decision:
+    asks = read_asks(spec, annotations, policy, prefix)
+    gpus = effective_gpus(asks)
+    memory_asks = [a for a in asks if a.memory_mib is not None]
+    pinned = constraints(spec, policy.profiles)
+    admitted = [p for p in policy.profiles if admits(pinned, p)]
+    if not memory_asks:
+        if not pinned or not admitted:
+            return Decision("allowed", obj, path, reason="asks whole GPUs, not a lightweight class")
+        _check_count(asks, gpus, policy, prefix)
+        return Decision("allowed", obj, path, reason="already in lightweight form",
+                        profile=admitted[0].name if len(admitted) == 1 else None)
+    _check_count(asks, gpus, policy, prefix)
+    biggest = max(memory_asks, key=lambda a: a.memory_mib)
+    memory = biggest.memory_mib
+    if pinned and not admitted:
+        raise Refusal(
+            f"{prefix}spec.nodeSelector/affinity: the pod selects "
+            f"{_pinned_text(pinned)}, which is no lightweight GPU class of policy "
+            f"{policy.name!r} ({_classes(policy.profiles)}); remove that selector and the "
+            f"webhook will choose the class")
+    choice = best_fit(admitted if pinned else policy.profiles, memory)
+    if choice is None:
+        largest = policy.profiles[-1]
+        if pinned and memory <= largest.memory_mib:
+            small = admitted[-1]
+            raise Refusal(
+                f"{prefix}spec.nodeSelector/affinity: the pod pins {small.name} "
+                f"({small.selector_text()}, {small.memory_mib}Mi) but {biggest.where} asks "
+                f"{biggest.source} ({memory}Mi); remove the selector or pin "
+                f"{best_fit(policy.profiles, memory).name}")
+        if policy.when_no_profile_fits == "ignore":
+            return Decision("allowed", obj, path, warnings=(_fit(
+                f"lwgpu: {biggest.source} ({memory}Mi) fits no lightweight GPU; left unchanged"),))
+        raise Refusal(
+            f"{prefix}spec.{biggest.section}[{biggest.index}].resources: {biggest.where} asks "
+            f"{biggest.source} ({memory}Mi), more than the largest lightweight GPU "
+            f"{largest.name} ({largest.memory_mib}Mi) of policy {policy.name!r}; ask for at "
+            f"most {largest.memory_mib}Mi, or ask nvidia.com/gpu for a full GPU node instead")
+    new_template = _rewrite(template, memory_asks, choice, policy)
+    if new_template == template:
+        return Decision("allowed", obj, path, profile=choice.name)
+    node_name = spec.get("nodeName")
+    if node_name:
+        raise Refusal(
+            f"{prefix}spec.nodeName: the pod is bound to node {quantity.shorten(node_name)!r} "
+            f"but must be placed on lightweight GPU class {choice.name}; remove spec.nodeName")
+    warning = (f"lwgpu: {biggest.source} ({memory}Mi) -> {GPU_RESOURCE}=1 on {choice.name} "
+               f"({choice.selector_text()})")
+    return Decision("mutated", _replace(obj, path, new_template), path,
+                    warnings=(_fit(warning),), profile=choice.name)
+
+
+def _check_count(asks: list[Ask], gpus: int, policy: Policy, prefix: str) -> None:
+    if gpus <= policy.max_gpus_per_pod:
+        return
+    users = ", ".join(f"{a.where}: {a.gpus}" for a in asks[:6])
+    raise Refusal(
+        f"{prefix}spec: the pod needs {gpus} GPUs ({users}), but a lightweight GPU node "
+        f"carries exactly one GPU (policy {policy.name!r} allows {policy.max_gpus_per_pod} per "
+        f"pod); ask for {GPU_RESOURCE}: 1 or GPU memory in one container, or split the pod")
+
+
+def _pinned_text(pinned: dict) -> str:
+    return " and ".join(f"a value of {key} outside the known classes" if not values else
+                        f"{key} in {sorted(values)}" for key, values in sorted(pinned.items()))
+
+
+def _classes(profiles: tuple[Profile, ...]) -> str:
+    return ", ".join(f"{p.name}: {p.selector_text()}" for p in profiles[:8])
+
+
+def _fit(text: str) -> str:
+    return text if len(text) <= WARNING_LIMIT else text[: WARNING_LIMIT - 1] + "…"
+
+
+def _set_count(resources: dict, section: str, count: int) -> None:
+    target = resources.get(section)
+    try:
+        current = quantity.count(target.get(GPU_RESOURCE)) if GPU_RESOURCE in target else None
+    except quantity.QuantityError:
+        current = None
+    if current != count:
+        target[GPU_RESOURCE] = str(count)
+
+
+def _rewrite(template: dict, memory_asks: list[Ask], choice: Profile, policy: Policy) -> dict:
+    """A rewritten deep copy of the pod template (only the copy is changed)."""
+    new = copy.deepcopy(template)
+    spec = new["spec"]
+    for ask in memory_asks:
+        container = spec[ask.section][ask.index]
+        if not isinstance(container.get("resources"), dict):
+            container["resources"] = {}
+        resources = container["resources"]
+        if not isinstance(resources.get("limits"), dict):
+            resources["limits"] = {}
+        requests = resources.get("requests")
+        names_gpu = isinstance(requests, dict) and any(
+            r in requests for r in (GPU_RESOURCE, *policy.memory_resources))
+        for section in ("limits", "requests"):
+            for resource in policy.memory_resources:
+                _map(resources.get(section)).pop(resource, None)
+        _set_count(resources, "limits", ask.gpus)
+        if names_gpu:
+            _set_count(resources, "requests", ask.gpus)
+    if not isinstance(spec.get("nodeSelector"), dict):
+        spec["nodeSelector"] = {}
+    spec["nodeSelector"].update(choice.node_selector)
+    if choice.tolerations:
+        if not isinstance(spec.get("tolerations"), list):
+            spec["tolerations"] = []
+        for toleration in choice.tolerations:
+            if dict(toleration) not in spec["tolerations"]:
+                spec["tolerations"].append(dict(toleration))
+    if not isinstance(new.get("metadata"), dict):
+        new["metadata"] = {}
+    if not isinstance(new["metadata"].get("annotations"), dict):
+        new["metadata"]["annotations"] = {}
+    several = len(memory_asks) > 1
+    new["metadata"]["annotations"][PROFILE_ANNOTATION] = choice.name
+    new["metadata"]["annotations"][FROM_ANNOTATION] = ",".join(
+        f"{a.name}:{a.source}" if several else str(a.source) for a in memory_asks)
+    return new
+
+
+def _replace(obj: dict, path: tuple[str, ...], value: dict) -> dict:
+    """A copy of `obj` with `value` at `path`, copying only the maps along the path."""
+    if not path:
+        return value
+    top = dict(obj)
+    node = top
+    for key in path[:-1]:
+        node[key] = dict(node[key])
+        node = node[key]
+    node[path[-1]] = value
+    return top

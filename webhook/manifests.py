@@ -1,0 +1,76 @@
+"""Read the inputs of `webhook review`: files, directories or stdin of YAML or JSON.
+
+A document is an AdmissionReview, a `kind: List` (or any `...List` with `items`),
+or an object manifest. Each comes with where it was found, for messages.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Iterator
+
+import yaml
+
+
+class InputError(ValueError):
+    """An input that cannot be read or parsed (exit code 2)."""
+
+
+@dataclass(frozen=True)
+class Document:
+    """One object or AdmissionReview and where it came from (`file#index`)."""
+
+    where: str
+    body: Any
+
+
+def _files(path: str) -> list[Path]:
+    target = Path(path)
+    if target.is_dir():
+        return sorted(p for p in target.rglob("*")
+                      if p.suffix in (".yaml", ".yml", ".json") and p.is_file())
+    return [target]
+
+
+def _parse(text: str, where: str) -> list[Any]:
+    if text.lstrip().startswith(("{", "[")):
+        try:
+            data = json.loads(text)
+            return data if isinstance(data, list) else [data]
+        except json.JSONDecodeError:
+            pass  # YAML flow style also starts with '{': let the YAML parser judge it
+    try:
+        return list(yaml.safe_load_all(text))
+    except yaml.YAMLError as err:
+        mark = getattr(err, "problem_mark", None)
+        line = f" line {mark.line + 1}" if mark else ""
+        raise InputError(f"{where}:{line}: not valid YAML or JSON: "
+                         f"{getattr(err, 'problem', None) or err}") from None
+
+
+def _expand(body: Any, where: str) -> Iterator[Document]:
+    kind = body.get("kind") if isinstance(body, dict) else None
+    if isinstance(kind, str) and kind.endswith("List") and isinstance(body.get("items"), list):
+        for index, item in enumerate(body["items"]):
+            yield from _expand(item, f"{where}.items[{index}]")
+    elif body is not None:
+        yield Document(where, body)
+
+
+def read_documents(paths: list[str]) -> list[Document]:
+    """Every document of every input, in order; `-` is standard input."""
+    documents: list[Document] = []
+    for path in paths or ["-"]:
+        files = [None] if path == "-" else _files(path)
+        for file in files:
+            name = "<stdin>" if file is None else str(file)
+            try:
+                text = sys.stdin.read() if file is None else file.read_text(encoding="utf-8")
+            except (OSError, UnicodeDecodeError) as err:
+                raise InputError(f"{name}: cannot read: {err}") from None
+            for index, body in enumerate(_parse(text, name)):
+                documents.extend(_expand(body, f"{name}#{index}"))
+    return documents

@@ -1,0 +1,81 @@
+"""Which lightweight GPU classes a pod already allows, and which one to give it.
+
+A pod "pins" a class when its `nodeSelector` or its *required* node affinity
+constrains a label key that profiles select on. Required node affinity terms are
+ORed and the expressions inside a term ANDed (Kubernetes' rule), so a key is
+constrained only when every term constrains it.
+"""
+
+from __future__ import annotations
+
+from typing import Iterable
+
+from .policy import Profile
+
+Constraints = dict[str, frozenset[str]]
+
+
+def _term_values(term: object, key: str, known: frozenset[str]) -> frozenset[str] | None:
+    """Known values of `key` one node selector term admits; None when the term leaves it free."""
+    expressions = term.get("matchExpressions") if isinstance(term, dict) else None
+    admitted: frozenset[str] | None = None
+    for expr in expressions if isinstance(expressions, list) else []:
+        if not isinstance(expr, dict) or expr.get("key") != key:
+            continue
+        values = expr.get("values")
+        values = frozenset(v for v in values if isinstance(v, str)) \
+            if isinstance(values, list) else frozenset()
+        if expr.get("operator") == "In":
+            admitted = (known if admitted is None else admitted) & values
+        elif expr.get("operator") == "NotIn":
+            admitted = (known if admitted is None else admitted) - values
+    return admitted
+
+
+def _required_terms(spec: dict) -> list:
+    affinity = spec.get("affinity")
+    node = affinity.get("nodeAffinity") if isinstance(affinity, dict) else None
+    required = node.get("requiredDuringSchedulingIgnoredDuringExecution") \
+        if isinstance(node, dict) else None
+    terms = required.get("nodeSelectorTerms") if isinstance(required, dict) else None
+    return terms if isinstance(terms, list) else []
+
+
+def constraints(spec: dict, profiles: Iterable[Profile]) -> Constraints:
+    """For each profile label key the pod constrains, the profiles' values it still admits.
+
+    Only values some profile uses matter, so each set is a subset of those; an
+    empty set means the pod pins only classes no profile offers.
+    """
+    known: dict[str, set[str]] = {}
+    for profile in profiles:
+        for key, value in profile.node_selector.items():
+            known.setdefault(key, set()).add(value)
+    selector = spec.get("nodeSelector")
+    selector = selector if isinstance(selector, dict) else {}
+    terms = _required_terms(spec)
+    result: Constraints = {}
+    for key, values in known.items():
+        universe = frozenset(values)
+        admitted: frozenset[str] | None = None
+        per_term = [_term_values(term, key, universe) for term in terms]
+        if per_term and all(v is not None for v in per_term):
+            admitted = frozenset().union(*per_term)
+        if key in selector:
+            value = selector[key] if isinstance(selector[key], str) else None
+            admitted = (universe if admitted is None else admitted) & {value}
+        if admitted is not None:
+            result[key] = admitted
+    return result
+
+
+def admits(pinned: Constraints, profile: Profile) -> bool:
+    """True when every label the profile selects on is one the pod admits."""
+    return all(key not in pinned or value in pinned[key]
+               for key, value in profile.node_selector.items())
+
+
+def best_fit(profiles: Iterable[Profile], memory_mib: int) -> Profile | None:
+    """The smallest profile whose GPU holds `memory_mib`."""
+    fitting = [p for p in profiles if p.memory_mib >= memory_mib]
+    return min(fitting, key=lambda p: p.memory_mib) if fitting else None

@@ -1,0 +1,120 @@
+"""The policy model: frozen dataclasses, and which policy governs a namespace.
+
+Loading and validating YAML lives in `policy_load`; this module only holds the
+validated result, so the decision can take it as plain, immutable data.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from fnmatch import fnmatchcase
+from types import MappingProxyType
+from typing import Mapping
+
+API_VERSION = "lwgpu.io/v1alpha1"
+KIND = "LightweightGPUPolicy"
+GPU_RESOURCE = "nvidia.com/gpu"
+MEM_LABEL = "aliyun.accelerator/nvidia_mem"
+
+
+def frozen_map(data: Mapping[str, str] | None = None) -> Mapping[str, str]:
+    """A read-only copy of `data`, so frozen dataclasses stay frozen all the way down."""
+    return MappingProxyType(dict(data or {}))
+
+
+@dataclass(frozen=True)
+class Profile:
+    """One lightweight GPU class: the memory its single GPU has and how to select it."""
+
+    name: str
+    memory_mib: int
+    node_selector: Mapping[str, str] = field(default_factory=frozen_map)
+    tolerations: tuple[Mapping[str, object], ...] = ()
+
+    def selector_text(self) -> str:
+        """`key=value,...` for messages and warnings."""
+        return ",".join(f"{k}={v}" for k, v in sorted(self.node_selector.items()))
+
+
+@dataclass(frozen=True)
+class Policy:
+    """A validated `LightweightGPUPolicy` document."""
+
+    name: str
+    source: str
+    profiles: tuple[Profile, ...]  # ascending memory
+    include: tuple[str, ...] = ("*",)
+    exclude: tuple[str, ...] = ()
+    memory_resources: Mapping[str, int] = field(default_factory=frozen_map)  # name -> bytes/unit
+    annotation: str | None = "lwgpu.io/gpu-memory"
+    max_gpus_per_pod: int = 1
+    when_no_profile_fits: str = "deny"
+    discover_profiles: bool = False
+
+    def selector_keys(self) -> frozenset[str]:
+        """Node label keys by which profiles are selected (a pod 'pins' a class with these)."""
+        return frozenset(k for p in self.profiles for k in p.node_selector)
+
+    def include_rank(self, namespace: str) -> tuple[int, int] | None:
+        """How specifically this policy claims `namespace`, or None when it does not."""
+        if any(fnmatchcase(namespace, pattern) for pattern in self.exclude):
+            return None
+        ranks = [pattern_rank(p) for p in self.include if fnmatchcase(namespace, p)]
+        return max(ranks) if ranks else None
+
+
+def is_glob(pattern: str) -> bool:
+    """True for a namespace pattern with wildcards."""
+    return "*" in pattern or "?" in pattern
+
+
+def pattern_rank(pattern: str) -> tuple[int, int]:
+    """Exact names beat globs; among globs, more literal characters beat fewer (`*` is last)."""
+    if not is_glob(pattern):
+        return (1, len(pattern))
+    return (0, sum(1 for c in pattern if c not in "*?"))
+
+
+def globs_overlap(first: str, second: str) -> bool:
+    """True when some namespace name matches both patterns (`*`, `?` and literals only)."""
+    seen: set[tuple[int, int]] = set()
+    todo = [(0, 0)]
+    while todo:
+        i, j = todo.pop()
+        if (i, j) in seen:
+            continue
+        seen.add((i, j))
+        a = first[i] if i < len(first) else None
+        b = second[j] if j < len(second) else None
+        if a is None and b is None:
+            return True
+        if a == "*":
+            todo.append((i + 1, j))
+        if b == "*":
+            todo.append((i, j + 1))
+        if a is None or b is None:
+            continue
+        # Both consume one character; possible unless two different literals meet.
+        if a in "*?" or b in "*?" or a == b:
+            todo.append((i if a == "*" else i + 1, j if b == "*" else j + 1))
+    return False
+
+
+@dataclass(frozen=True)
+class PolicySet:
+    """Every loaded policy; answers which one (at most one) governs a namespace."""
+
+    policies: tuple[Policy, ...]
+
+    def for_namespace(self, namespace: str) -> Policy | None:
+        """The governing policy: the most specific include that the namespace matches."""
+        best: tuple[tuple[int, int], Policy] | None = None
+        for policy in self.policies:
+            rank = policy.include_rank(namespace)
+            if rank is not None and (best is None or rank > best[0]):
+                best = (rank, policy)
+        return best[1] if best else None
+
+    def by_name(self, name: str) -> Policy | None:
+        """The policy called `name`, if loaded."""
+        return next((p for p in self.policies if p.name == name), None)

@@ -1,0 +1,92 @@
+"""Kubernetes resource quantities, read strictly and converted to whole MiB.
+
+`kubernetes.utils.parse_quantity` does the arithmetic (binary and decimal SI
+suffixes, exponents). It is lenient where the apiserver is not (it accepts
+surrounding spaces, `1_000`, `NaN`), so every string is first held to the
+apiserver's own grammar (`k8s.io/apimachinery/pkg/api/resource`), and values
+are bounded so a hostile `1e999999999` cannot make us build a gigantic int.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from decimal import Decimal, InvalidOperation
+
+from kubernetes.utils import parse_quantity as _parse_quantity
+
+MIB = 1 << 20
+
+# <signedNumber><suffix>, suffix one of binarySI | decimalSI | decimalExponent.
+_GRAMMAR = re.compile(
+    r"[+-]?(?:[0-9]+(?:\.[0-9]*)?|\.[0-9]+)"
+    r"(?:Ki|Mi|Gi|Ti|Pi|Ei|[numkMGTPE]|[eE][+-]?[0-9]+)?"
+)
+# Kubernetes stores quantities as int64 with a scale; anything beyond this is nonsense.
+_LIMIT = Decimal(2) ** 63
+_MAX_TEXT = 64
+
+
+class QuantityError(ValueError):
+    """A value that is not a Kubernetes quantity, or one out of range."""
+
+
+def shorten(value: object, limit: int = 40) -> str:
+    """Render a user-supplied value for a message without echoing unbounded input."""
+    text = repr(value) if not isinstance(value, str) else value
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+def parse(value: object) -> Decimal:
+    """Parse a quantity given as YAML/JSON would hand it to us: str, int or float."""
+    if isinstance(value, bool) or value is None:
+        raise QuantityError(f"{shorten(value)} is not a quantity")
+    if isinstance(value, int):
+        number = Decimal(value)
+    elif isinstance(value, float):
+        if not math.isfinite(value):
+            raise QuantityError(f"{shorten(value)} is not a finite quantity")
+        number = Decimal(repr(value))
+    elif isinstance(value, str):
+        if len(value) > _MAX_TEXT or not _GRAMMAR.fullmatch(value):
+            raise QuantityError(f"{shorten(value)!r} is not a Kubernetes quantity")
+        # An exponent this large would make Decimal build a huge integer; bound it first.
+        exponent = re.search(r"[eE]([+-]?[0-9]+)$", value)
+        if exponent and abs(int(exponent.group(1))) > 30:
+            raise QuantityError(f"{shorten(value)!r} is out of range")
+        try:
+            number = Decimal(_parse_quantity(value))
+        except (ValueError, InvalidOperation) as err:
+            raise QuantityError(f"{shorten(value)!r} is not a Kubernetes quantity") from err
+    else:
+        raise QuantityError(f"{shorten(value)} ({type(value).__name__}) is not a quantity")
+    if abs(number) >= _LIMIT:
+        raise QuantityError(f"{shorten(value)} is out of range")
+    return number
+
+
+def to_mib(value: object, unit_bytes: int = 1) -> int:
+    """Return `value` × `unit_bytes` bytes as MiB, rounded up (a GPU must hold all of it)."""
+    number = parse(value) * unit_bytes
+    if number <= 0:
+        raise QuantityError(f"{shorten(value)} must be greater than zero")
+    return math.ceil(number / MIB)
+
+
+def count(value: object) -> int:
+    """Parse a whole, non-negative device count such as `nvidia.com/gpu: "1"`."""
+    number = parse(value)
+    if number < 0 or number != number.to_integral_value():
+        raise QuantityError(f"{shorten(value)} is not a whole number of devices")
+    return int(number)
+
+
+def unit_bytes(unit: object) -> int:
+    """Bytes in one unit of a memory resource: a suffix (`Gi`, `M`) or a quantity (`256Mi`)."""
+    if not isinstance(unit, str) or not unit:
+        raise QuantityError(f"{shorten(unit)} is not a unit such as Gi or Mi")
+    text = unit if unit[0].isdigit() or unit[0] == "." else "1" + unit
+    number = parse(text)
+    if number <= 0 or number != number.to_integral_value():
+        raise QuantityError(f"{unit!r} is not a whole, positive number of bytes")
+    return int(number)

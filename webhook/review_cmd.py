@@ -1,0 +1,109 @@
+"""`python -m webhook review`: the offline dry run of the decision, for people and CI.
+
+Exit codes: 0 every object allowed, 1 any denied, 2 unreadable input, bad policy
+or usage error (message on stderr).
+"""
+
+from __future__ import annotations
+
+import argparse
+import base64
+import json
+import sys
+from typing import Any
+
+import yaml
+
+from . import DEFAULT_POLICIES
+from .admission import KIND as REVIEW_KIND, BadReview, review
+from .decision import decide
+from .manifests import Document, InputError, read_documents
+from .patch import patch_ops
+from .policy import PolicyError, PolicySet, load_policies
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:
+    """Add the `review` sub-command."""
+    parser = subparsers.add_parser(
+        "review", help="dry-run the decision on manifests or AdmissionReviews",
+        description="Review manifests (YAML/JSON, multi-document, kind: List) or AdmissionReviews "
+                    "offline with the same decision the server makes.")
+    parser.add_argument("paths", nargs="*", metavar="PATH|-",
+                        help="files or directories to read; - or nothing reads standard input")
+    parser.add_argument("--policies", default=str(DEFAULT_POLICIES),
+                        help="policy file or directory (default: %(default)s)")
+    parser.add_argument("--output", "-o", choices=("json", "yaml", "patch"),
+                        help="json: verdicts (or the AdmissionReview response); yaml: the "
+                             "rewritten objects; patch: JSON Patch per object. Default: json "
+                             "for AdmissionReviews, yaml for manifests")
+    parser.add_argument("--namespace", "-n", default="default",
+                        help="namespace for manifests that name none (default: %(default)s)")
+    parser.set_defaults(func=run)
+
+
+def _review_one(doc: Document, policies: PolicySet, default_ns: str) -> dict[str, Any]:
+    """Decide one document; the result carries what every output format needs."""
+    body = doc.body
+    if isinstance(body, dict) and body.get("kind") == REVIEW_KIND:
+        try:
+            result = review(body, policies)
+        except BadReview as err:
+            raise InputError(f"{doc.where}: {err}") from None
+        answer = result.response["response"]
+        patch = json.loads(base64.b64decode(answer["patch"])) if "patch" in answer else []
+        return {"where": doc.where, "review": result.response, "allowed": answer["allowed"],
+                "outcome": result.decision, "object": result.decided.obj, "patch": patch,
+                "reason": result.decided.reason, "warnings": answer.get("warnings", []),
+                "profile": result.profile, "ref": f"{result.kind}/{result.namespace}/{result.name}"}
+    if not isinstance(body, dict):
+        raise InputError(f"{doc.where}: not an object (got {type(body).__name__})")
+    metadata = body.get("metadata") if isinstance(body.get("metadata"), dict) else {}
+    namespace = metadata.get("namespace") or default_ns
+    decision = decide(body, policies.for_namespace(str(namespace)))
+    name = metadata.get("name") or metadata.get("generateName") or ""
+    return {"where": doc.where, "allowed": decision.allowed, "outcome": decision.outcome,
+            "object": decision.obj, "patch": patch_ops(body, decision), "reason": decision.reason,
+            "warnings": list(decision.warnings), "profile": decision.profile,
+            "ref": f"{body.get('kind')}/{namespace}/{name}"}
+
+
+def _verdict(result: dict) -> dict:
+    keys = ("where", "ref", "outcome", "allowed", "profile", "reason", "warnings", "patch")
+    return {k: result[k] for k in keys}
+
+
+def _print_outputs(results: list[dict], output: str | None) -> None:
+    for result in results:
+        for warning in result["warnings"]:
+            print(f"Warning: {result['ref']}: {warning}", file=sys.stderr)
+        if not result["allowed"]:
+            print(f"Denied: {result['where']} {result['ref']}: {result['reason']}", file=sys.stderr)
+    is_review = [("review" in r) for r in results]
+    fmt = output or ("json" if results and all(is_review) else "yaml")
+    if fmt == "patch":
+        for result in results:
+            print(json.dumps(result["patch"]))
+    elif fmt == "json":
+        out = [r["review"] if "review" in r else _verdict(r) for r in results]
+        print(json.dumps(out[0] if len(out) == 1 and is_review[0] else out, indent=2))
+    else:
+        shown = [r.get("review") if "review" in r else r["object"]
+                 for r in results if r["allowed"] or "review" in r]
+        sys.stdout.write(yaml.safe_dump_all(shown, sort_keys=False))
+
+
+def run(args: argparse.Namespace) -> int:
+    """Review every input document; print per `--output`; return 0, 1 or 2."""
+    try:
+        policies = load_policies(args.policies)
+    except PolicyError as err:
+        print(f"error: cannot load policies:\n{err}", file=sys.stderr)
+        return 2
+    try:
+        documents = read_documents(args.paths)
+        results = [_review_one(doc, policies, args.namespace) for doc in documents]
+    except InputError as err:
+        print(f"error: {err}", file=sys.stderr)
+        return 2
+    _print_outputs(results, args.output)
+    return 0 if all(r["allowed"] for r in results) else 1
