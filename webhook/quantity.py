@@ -86,7 +86,10 @@ def unit_bytes(unit: object) -> int:
     if not isinstance(unit, str) or not unit:
         raise QuantityError(f"{shorten(unit)} is not a unit such as Gi or Mi")
     text = unit if unit[0].isdigit() or unit[0] == "." else "1" + unit
-    number = parse(text)
+    try:
+        number = parse(text)
+    except QuantityError:
+        raise QuantityError(f"{shorten(unit)!r} is not a unit such as Gi or Mi") from None
     if number <= 0 or number != number.to_integral_value():
         raise QuantityError(f"{unit!r} is not a whole, positive number of bytes")
     return int(number)

@@ -94,14 +94,16 @@ def _profile(doc: _Doc, raw: Any, path: str) -> Profile | None:
     name = raw.get("name")
     ok = doc.check(isinstance(name, str) and bool(_PROFILE_NAME.fullmatch(name)), f"{path}.name",
                    "is required: letters, digits, '-', '_', '.' (e.g. GRID-P4-2Q)")
-    try:
-        memory = quantity.to_mib(raw.get("memory"))
-        if quantity.parse(raw.get("memory")) % quantity.MIB:
-            doc.error(f"{path}.memory", f"{raw.get('memory')!r} is not a whole number of MiB")
-            ok = False
-    except quantity.QuantityError as err:
-        doc.error(f"{path}.memory", f"is required as a memory quantity such as 2048Mi: {err}")
-        ok, memory = False, 0
+    memory = 0
+    if "memory" not in raw:
+        ok = doc.check(False, f"{path}.memory", "is required (a memory quantity such as 2048Mi)")
+    else:
+        try:
+            memory = quantity.to_mib(raw["memory"])
+            ok &= doc.check(quantity.parse(raw["memory"]) % quantity.MIB == 0, f"{path}.memory",
+                            f"{quantity.shorten(raw['memory'])!r} is not a whole number of MiB")
+        except quantity.QuantityError as err:
+            ok = doc.check(False, f"{path}.memory", f"{err}; write e.g. 2048Mi or 2Gi")
     selector = raw.get("nodeSelector")
     if selector is None:
         selector = {MEM_LABEL: f"{memory}MiB"}
@@ -183,9 +185,13 @@ def _memory_requests(doc: _Doc, raw: Any) -> tuple[dict[str, int], str | None]:
 
 def _policy(doc: _Doc, raw: Any) -> Policy | None:
     before = len(doc.errors)
+    if not isinstance(raw, dict) or (raw.get("apiVersion"), raw.get("kind")) != (API_VERSION, KIND):
+        found = f"{raw.get('apiVersion')} {raw.get('kind')}" if isinstance(raw, dict) else \
+            f"a {type(raw).__name__}"
+        doc.error("apiVersion/kind", f"must be {API_VERSION} {KIND}, got "
+                  f"{quantity.shorten(found, 60)}")
+        return None
     raw = doc.mapping(raw, "", {"apiVersion", "kind", "metadata", "spec"})
-    doc.check(raw.get("apiVersion") == API_VERSION, "apiVersion", f"must be {API_VERSION}")
-    doc.check(raw.get("kind") == KIND, "kind", f"must be {KIND}")
     metadata = doc.mapping(raw.get("metadata"), "metadata", {"name", "labels", "annotations"})
     name = metadata.get("name")
     doc.check(isinstance(name, str) and bool(_DNS_SUBDOMAIN.fullmatch(name or "")),

@@ -1,0 +1,1 @@
+"""The lwgpu test suite."""
