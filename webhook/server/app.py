@@ -1,0 +1,170 @@
+"""The Flask application: edge checks, then the shared decision, then the exact response bytes.
+
+Every request to ``/mutate`` and ``/validate`` passes the same gate before any decision:
+JSON content type (415), a body-size cap checked from ``Content-Length`` before a byte is
+read (413), a parseable AdmissionReview (400). Errors answer with a Kubernetes ``Status``
+object, so they read like any other API error in the apiserver's log; the apiserver treats
+any non-200 as a failed call and applies the webhook's ``failurePolicy``.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Mapping
+
+import orjson
+from flask import Flask, Response, g, request
+from werkzeug.exceptions import BadRequest, HTTPException, RequestEntityTooLarge, ServiceUnavailable
+from werkzeug.exceptions import UnsupportedMediaType
+
+from webhook import admission
+
+from . import access_log, metrics
+from .policy_store import PolicyStore
+from .tls import CertificateReloader
+
+# The apiserver accepts request bodies up to 3 MiB (apiserver MaxRequestBodyBytes), so one
+# object is at most 3 MiB of JSON. An AdmissionReview for an UPDATE carries two of them
+# (object and oldObject), plus userInfo and options: 2 x 3 MiB + 1 MiB of headroom. A
+# larger body cannot come from the apiserver, and the cap bounds a worker's memory.
+MAX_BODY_BYTES = 7 * 1024 * 1024
+
+# metav1.StatusReason for each error this server sends.
+REASONS = {
+    400: "BadRequest",
+    404: "NotFound",
+    405: "MethodNotAllowed",
+    413: "RequestEntityTooLarge",
+    415: "UnsupportedMediaType",
+    500: "InternalError",
+    503: "ServiceUnavailable",
+}
+
+log = logging.getLogger(__name__)
+
+
+def status_body(code: int, message: str, uid: str | None = None) -> bytes:
+    """A ``v1 Status`` failure; ``details.uid`` names the review when the body had one."""
+    status: dict = {
+        "apiVersion": "v1",
+        "kind": "Status",
+        "status": "Failure",
+        "code": code,
+        "reason": REASONS.get(code, "Unknown"),
+        "message": message,
+    }
+    if uid:
+        status["details"] = {"uid": uid}
+    return orjson.dumps(status)
+
+
+def _json_response(data: bytes, code: int = 200, headers: Mapping[str, str] | None = None) -> Response:
+    return Response(data, status=code, headers=headers, mimetype="application/json")
+
+
+def read_review_body() -> object:
+    """The parsed JSON body of the current request, after the edge checks."""
+    if request.mimetype != "application/json":
+        raise UnsupportedMediaType(
+            f"Content-Type must be application/json, got {request.mimetype or 'none'!r}")
+    length = request.content_length
+    if length is not None and length > MAX_BODY_BYTES:
+        raise RequestEntityTooLarge(
+            f"request body of {length} bytes exceeds the {MAX_BODY_BYTES}-byte limit")
+    # A chunked body has no Content-Length; werkzeug stops it at MAX_CONTENT_LENGTH (413).
+    data = request.get_data(cache=False)
+    if not data:
+        raise BadRequest("request body is empty; send an AdmissionReview as JSON")
+    try:
+        return orjson.loads(data)
+    except orjson.JSONDecodeError as exc:
+        raise BadRequest(f"request body is not valid JSON: {exc}") from None
+
+
+def _uid(body: object) -> str | None:
+    uid = access_log.request_of(body).get("uid")
+    return uid if isinstance(uid, str) else None
+
+
+def create_app(policies: PolicyStore, certificates: CertificateReloader | None = None) -> Flask:
+    """The WSGI app for one worker: it decides with ``policies.current`` and reports on
+    ``certificates`` (None when TLS is terminated elsewhere, as in in-process tests)."""
+    app = Flask("webhook.server")
+    app.config["MAX_CONTENT_LENGTH"] = MAX_BODY_BYTES
+
+    def answer(endpoint: str, mutate: bool) -> Response:
+        start = time.perf_counter()
+        body: object = None
+        try:
+            body = read_review_body()
+            g.uid = _uid(body)
+            current = policies.current
+            if current is None:
+                raise ServiceUnavailable(f"no policy loaded yet from {policies.path}: {policies.error}")
+            try:
+                result = admission.review(body, current, mutate=mutate)
+            except admission.BadReview as exc:
+                raise BadRequest(str(exc)) from None
+            payload = admission.encode(result.response)
+        except Exception as exc:
+            code = exc.code if isinstance(exc, HTTPException) else 500
+            _record(endpoint, code, start, body)
+            raise
+        _record(endpoint, 200, start, body, result)
+        return _json_response(payload)
+
+    def _record(endpoint: str, code: int, start: float, body: object, result: object = None) -> None:
+        seconds = time.perf_counter() - start
+        if result is None:
+            metrics.observe_error(endpoint, code, seconds)
+        else:
+            metrics.observe_review(endpoint, result.decision, seconds)
+        access_log.write(access_log.entry(endpoint, code, seconds, body, result))
+
+    @app.post("/mutate")
+    def mutate() -> Response:
+        return answer("mutate", mutate=True)
+
+    @app.post("/validate")
+    def validate() -> Response:
+        return answer("validate", mutate=False)
+
+    @app.get("/healthz")
+    def healthz() -> Response:
+        return _json_response(b'{"status":"ok"}')
+
+    @app.get("/readyz")
+    def readyz() -> Response:
+        problems = []
+        if policies.current is None:
+            problems.append(f"no policy loaded from {policies.path}: {policies.error}")
+        if certificates is not None:
+            certificates.context()
+            if certificates.error:
+                problems.append(certificates.error)
+        if problems:
+            return _json_response(orjson.dumps({"status": "not ready", "problems": problems}), 503)
+        return _json_response(orjson.dumps({"status": "ready", "policyGeneration": policies.generation}))
+
+    @app.get("/metrics")
+    def prometheus() -> Response:
+        if certificates is not None:
+            certificates.context()
+            metrics.certificate_expires(certificates.not_after)
+        data, content_type = metrics.render()
+        return Response(data, content_type=content_type)
+
+    @app.errorhandler(HTTPException)
+    def http_error(exc: HTTPException) -> Response:
+        headers = {"Allow": ", ".join(exc.valid_methods)} if getattr(exc, "valid_methods", None) else None
+        return _json_response(status_body(exc.code, exc.description, g.get("uid")), exc.code, headers)
+
+    @app.errorhandler(Exception)
+    def internal_error(exc: Exception) -> Response:
+        uid = g.get("uid")
+        log.exception("review %s failed", uid or "(no uid)")
+        message = f"internal error while reviewing {uid}" if uid else "internal error"
+        return _json_response(status_body(500, f"{message}: {type(exc).__name__}", uid), 500)
+
+    return app

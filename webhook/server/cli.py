@@ -1,0 +1,111 @@
+"""`python -m webhook serve`: the HTTPS admission server's command line.
+
+Kept free of gunicorn, Flask and prometheus-client imports until the command runs:
+the metrics directory must exist before ``prometheus_client`` is imported, and the
+other sub-commands should not pay for the server's imports.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import ssl
+import sys
+from pathlib import Path
+
+from webhook import DEFAULT_POLICIES
+
+DEV_CERTS = Path(DEFAULT_POLICIES).parent.parent / ".dev-certs"
+DEV_SERVICE = "lwgpu-webhook"
+DEV_NAMESPACE = "lwgpu-system"
+
+
+def _positive(text: str) -> int:
+    value = int(text)
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be at least 1, got {value}")
+    return value
+
+
+def _port(text: str) -> int:
+    value = int(text)
+    if not 1 <= value <= 65535:
+        raise argparse.ArgumentTypeError(f"must be a TCP port (1-65535), got {value}")
+    return value
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:
+    """Add the ``serve`` sub-command."""
+    parser = subparsers.add_parser(
+        "serve", help="run the HTTPS admission server (gunicorn)",
+        description="Serve /mutate, /validate, /healthz, /readyz and /metrics over HTTPS. "
+                    "Without --tls-* flags a development CA and certificate for localhost are "
+                    f"created in {DEV_CERTS}.")
+    parser.add_argument("--host", default="127.0.0.1", help="address to listen on (default %(default)s)")
+    parser.add_argument("--port", type=_port, default=8443, help="TCP port (default %(default)s)")
+    parser.add_argument("--policies", type=Path, default=DEFAULT_POLICIES,
+                        help="policy file or directory, reloaded when it changes (default %(default)s)")
+    parser.add_argument("--tls-cert", type=Path, metavar="FILE", help="PEM certificate (chain)")
+    parser.add_argument("--tls-key", type=Path, metavar="FILE", help="PEM private key")
+    parser.add_argument("--tls-dir", type=Path, metavar="DIR",
+                        help="directory holding tls.crt and tls.key (a kubernetes.io/tls Secret volume)")
+    parser.add_argument("--workers", type=_positive, default=2, help="worker processes (default %(default)s)")
+    parser.add_argument("--threads", type=_positive, default=8, help="threads per worker (default %(default)s)")
+    parser.set_defaults(func=run)
+
+
+class UsageError(Exception):
+    """A flag combination or file that makes serving impossible (exit 2)."""
+
+
+def tls_files(args: argparse.Namespace) -> tuple[Path, Path]:
+    """The certificate and key to serve; the development pair when no TLS flag was given."""
+    pair = (args.tls_cert, args.tls_key)
+    if args.tls_dir is not None:
+        if any(pair):
+            raise UsageError("--tls-dir cannot be combined with --tls-cert/--tls-key")
+        return args.tls_dir / "tls.crt", args.tls_dir / "tls.key"
+    if any(pair) and not all(pair):
+        raise UsageError("--tls-cert and --tls-key must be given together")
+    if all(pair):
+        return pair
+    return development_pair(args.port)
+
+
+def development_pair(port: int) -> tuple[Path, Path]:
+    """Create (or keep, while valid) the development CA and certificate in ``DEV_CERTS``."""
+    import certs
+
+    try:
+        certs.generate(DEV_CERTS, DEV_SERVICE, DEV_NAMESPACE, dns=("localhost",), ips=("127.0.0.1",))
+    except (certs.CertError, OSError) as exc:
+        raise UsageError(f"cannot create the development certificate in {DEV_CERTS}: {exc}") from None
+    ca = DEV_CERTS / "ca.crt"
+    print(f"webhook serve: no --tls-* flags, serving the development certificate from {DEV_CERTS}\n"
+          f"  try: curl --cacert {_shown(ca)} https://localhost:{port}/healthz", file=sys.stderr)
+    return DEV_CERTS / "tls.crt", DEV_CERTS / "tls.key"
+
+
+def _shown(path: Path) -> str:
+    # Relative when run from the repository (the usual case), so the hint is short.
+    relative = os.path.relpath(path)
+    return str(path) if relative.startswith("..") else relative
+
+
+def run(args: argparse.Namespace) -> int:
+    """Start gunicorn in this process; return when it has shut down (exit 2 on bad usage)."""
+    from .gunicorn_app import ServeSettings, WebhookApplication
+
+    try:
+        certfile, keyfile = tls_files(args)
+        settings = ServeSettings(args.host, args.port, args.policies, certfile, keyfile,
+                                 args.workers, args.threads)
+        try:
+            application = WebhookApplication(settings)
+        except (OSError, ssl.SSLError, ValueError) as exc:
+            raise UsageError(f"cannot load TLS certificate {certfile} / key {keyfile}: {exc}") from None
+    except UsageError as exc:
+        print(f"webhook serve: error: {exc}", file=sys.stderr)
+        return 2
+    application.run()
+    return 0

@@ -1,0 +1,149 @@
+"""gunicorn embedded: the master process, its settings and the hooks that tie workers together.
+
+This module runs in the master, before any worker exists. It must not import
+``prometheus_client`` (nor ``.app``/``.metrics``): the master only prepares the
+multiprocess directory and removes dead workers' files; every metric value belongs to a
+worker. The Flask app, the policy poller and the metrics are created in each worker by
+``load()`` after the fork.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import shutil
+import sys
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+
+from gunicorn.app.base import BaseApplication
+
+from .tls import CertificateReloader
+
+MULTIPROC_ENV = "PROMETHEUS_MULTIPROC_DIR"
+
+# The apiserver's webhook client (Go net/http, client-go transport defaults) keeps idle
+# connections for 90 s. If the server closed first, the apiserver could send a review on
+# a connection the server is closing and the call would fail; so the server waits longer.
+KEEPALIVE_SECONDS = 120
+# A webhook call may last at most 30 s (timeoutSeconds' maximum): in-flight reviews get
+# that long to finish after SIGTERM. The Pod's terminationGracePeriodSeconds must exceed it.
+GRACEFUL_TIMEOUT_SECONDS = 30
+
+
+@dataclass(frozen=True)
+class ServeSettings:
+    """What ``webhook serve`` was asked for, resolved to files."""
+
+    host: str
+    port: int
+    policies: Path
+    certfile: Path
+    keyfile: Path
+    workers: int = 2
+    threads: int = 8
+
+
+def prepare_metrics_dir() -> tuple[str, bool]:
+    """An empty ``PROMETHEUS_MULTIPROC_DIR`` for this server; True when we created it.
+
+    A directory given in the environment is emptied: files left by an earlier server would
+    be added to this one's counts. Must run before ``prometheus_client`` is imported.
+    """
+    given = os.environ.get(MULTIPROC_ENV)
+    if given:
+        path = Path(given)
+        path.mkdir(parents=True, exist_ok=True)
+        for stale in path.glob("*.db"):
+            stale.unlink()
+        return str(path), False
+    path = tempfile.mkdtemp(prefix="lwgpu-metrics-")
+    os.environ[MULTIPROC_ENV] = path
+    return path, True
+
+
+def _close_oversized(worker, req) -> None:
+    # pre_request hook (worker). The app answers 413 without reading the body; this makes
+    # gunicorn close the connection afterwards instead of draining megabytes to keep it.
+    from .app import MAX_BODY_BYTES
+
+    for name, value in req.headers:
+        if name == "CONTENT-LENGTH" and value.isdigit() and int(value) > MAX_BODY_BYTES:
+            req.force_close()
+
+
+def _worker_exited(server, worker) -> None:
+    # child_exit hook (master): drop the dead worker's live gauges so they stop counting.
+    from prometheus_client import multiprocess
+
+    multiprocess.mark_process_dead(worker.pid)
+
+
+def _log_to_stderr() -> None:
+    # Policy reloads and certificate swaps are operational events: stderr, next to
+    # gunicorn's own log, while stdout carries only the per-review JSON lines.
+    handler = logging.StreamHandler(sys.stderr)
+    handler.setFormatter(logging.Formatter("[%(asctime)s] [%(process)d] [%(levelname)s] %(name)s: %(message)s"))
+    package = logging.getLogger("webhook")
+    package.addHandler(handler)
+    package.setLevel(logging.INFO)
+
+
+class WebhookApplication(BaseApplication):
+    """gunicorn configured from ``ServeSettings``: gthread workers, TLS from a reloading cache."""
+
+    def __init__(self, settings: ServeSettings) -> None:
+        """Load the certificate now (an unusable pair fails before gunicorn starts)."""
+        self.settings = settings
+        self.certificates = CertificateReloader(settings.certfile, settings.keyfile)
+        self.metrics_dir, self._own_metrics_dir = prepare_metrics_dir()
+        super().__init__()
+
+    def load_config(self) -> None:
+        """Settings that are not a matter of taste are fixed here, with the reason next to them."""
+        s = self.settings
+        reloader = self.certificates
+        config = {
+            "bind": [f"[{s.host}]:{s.port}" if ":" in s.host else f"{s.host}:{s.port}"],
+            # The apiserver keeps HTTP/1.1 connections alive; sync workers serve one connection
+            # at a time and close it, gthread keeps them in a poller without holding a thread.
+            "worker_class": "gthread",
+            "workers": s.workers,
+            "threads": s.threads,
+            "keepalive": KEEPALIVE_SECONDS,
+            "graceful_timeout": GRACEFUL_TIMEOUT_SECONDS,
+            # gunicorn turns TLS on when these are set; the context itself comes from the hook.
+            "certfile": str(s.certfile),
+            "keyfile": str(s.keyfile),
+            "ssl_context": lambda conf, default_factory: reloader.context(),
+            "pre_request": _close_oversized,
+            "child_exit": _worker_exited,
+            "on_exit": lambda server: self._remove_metrics_dir(),
+            # The control socket lives under $HOME, which is read-only in the Pod and shared
+            # between servers started by tests; the webhook does not need it.
+            "control_socket_disable": True,
+            "proc_name": "lwgpu-webhook",
+            "errorlog": "-",
+            "loglevel": "info",
+        }
+        for key, value in config.items():
+            self.cfg.set(key, value)
+
+    def load(self):
+        """Build the worker's app: policy poller, metrics hooks, Flask (runs after the fork)."""
+        from . import metrics
+        from .app import create_app
+        from .policy_store import PolicyStore
+
+        _log_to_stderr()
+        store = PolicyStore(self.settings.policies, on_loaded=metrics.policy_loaded,
+                            on_failed=metrics.policy_failed)
+        store.start()
+        self.certificates.on_change = metrics.certificate_expires
+        metrics.certificate_expires(self.certificates.not_after)
+        return create_app(store, self.certificates)
+
+    def _remove_metrics_dir(self) -> None:
+        if self._own_metrics_dir:
+            shutil.rmtree(self.metrics_dir, ignore_errors=True)

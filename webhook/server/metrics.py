@@ -1,0 +1,94 @@
+"""Prometheus metrics of the admission server, correct across gunicorn worker processes.
+
+In a gunicorn server ``PROMETHEUS_MULTIPROC_DIR`` is set by the master before this module
+(or ``prometheus_client``) is first imported: prometheus-client picks its value store at
+import time, and workers inherit the choice through fork. Each worker then writes its
+values to memory-mapped files there and ``render()`` adds them up. Imported without the
+variable (tests of the Flask app in one process) it uses the ordinary in-process registry.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from datetime import datetime
+
+from prometheus_client import CONTENT_TYPE_LATEST, REGISTRY, CollectorRegistry, Counter, Gauge, Histogram
+from prometheus_client import generate_latest, multiprocess
+
+MULTIPROC_ENV = "PROMETHEUS_MULTIPROC_DIR"
+
+# A review is a few dict walks: tens to hundreds of microseconds. Buckets start at 50 us so
+# the histogram resolves that range, and reach the apiserver's 10 s default webhook timeout.
+LATENCY_BUCKETS = (
+    0.00005, 0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 1.0, 2.5, 10.0,
+)
+
+REVIEWS = Counter(
+    "lwgpu_admission_reviews",
+    "AdmissionReviews answered, by endpoint and decision (allowed, mutated, denied, skipped).",
+    ["endpoint", "decision"],
+)
+REQUEST_ERRORS = Counter(
+    "lwgpu_admission_request_errors",
+    "Requests to /mutate or /validate answered with an HTTP error instead of a review.",
+    ["endpoint", "code"],
+)
+LATENCY = Histogram(
+    "lwgpu_admission_review_duration_seconds",
+    "Time from request received to response body ready, per endpoint.",
+    ["endpoint"],
+    buckets=LATENCY_BUCKETS,
+)
+POLICY_RELOADS = Counter("lwgpu_policy_reloads", "Policy loads that succeeded (each worker loads).")
+POLICY_RELOAD_FAILURES = Counter(
+    "lwgpu_policy_reload_failures", "Policy loads that failed; the last good policy stayed in use."
+)
+# livemin: the oldest generation any live worker still serves, i.e. what the fleet guarantees.
+POLICY_GENERATION = Gauge(
+    "lwgpu_policy_generation",
+    "Successful policy loads of the worker serving the oldest policy (0: none loaded).",
+    multiprocess_mode="livemin",
+)
+CERT_EXPIRY = Gauge(
+    "lwgpu_certificate_expiry_seconds",
+    "Seconds until the served TLS certificate expires (the soonest among live workers).",
+    multiprocess_mode="livemin",
+)
+
+
+def observe_review(endpoint: str, decision: str, seconds: float) -> None:
+    """Count one answered review and its latency."""
+    REVIEWS.labels(endpoint, decision).inc()
+    LATENCY.labels(endpoint).observe(seconds)
+
+
+def observe_error(endpoint: str, code: int, seconds: float) -> None:
+    """Count one request to a review endpoint that ended in an HTTP error, and its latency."""
+    REQUEST_ERRORS.labels(endpoint, str(code)).inc()
+    LATENCY.labels(endpoint).observe(seconds)
+
+
+def policy_loaded(generation: int) -> None:
+    """Record a successful policy load (``PolicyStore`` ``on_loaded`` callback)."""
+    POLICY_RELOADS.inc()
+    POLICY_GENERATION.set(generation)
+
+
+def policy_failed(_message: str) -> None:
+    """Record a failed policy load (``PolicyStore`` ``on_failed`` callback)."""
+    POLICY_RELOAD_FAILURES.inc()
+
+
+def certificate_expires(not_after: datetime) -> None:
+    """Set the certificate expiry gauge from the served certificate's ``notAfter``."""
+    CERT_EXPIRY.set(not_after.timestamp() - time.time())
+
+
+def render() -> tuple[bytes, str]:
+    """The exposition text of every worker's metrics (or this process's) and its content type."""
+    if os.environ.get(MULTIPROC_ENV):
+        registry = CollectorRegistry()
+        multiprocess.MultiProcessCollector(registry)
+        return generate_latest(registry), CONTENT_TYPE_LATEST
+    return generate_latest(REGISTRY), CONTENT_TYPE_LATEST
