@@ -13,6 +13,7 @@ import sys
 COMMANDS = (
     "webhook.review_cmd",
     "webhook.policy_cmd",
+    "webhook.server.cli",
 )
 
 
