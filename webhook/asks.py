@@ -140,7 +140,8 @@ def read_asks(spec: dict, annotations: dict, policy: Policy, prefix: str) -> lis
                 try:
                     memory = quantity.to_mib(value, unit)
                 except quantity.QuantityError as err:
-                    raise Refusal(f"{where}.resources.limits[{resource}]: {err}") from None
+                    raise Refusal(f"{where}.resources.limits[{resource}]: {err}; write the "
+                                  f"GPU memory as a whole number, e.g. {resource}: 2") from None
                 source = f"{resource}={quantity.shorten(value)}"
             if by_annotation and target == (section, index):
                 if memory is not None and memory != by_annotation[0]:
@@ -151,7 +152,8 @@ def read_asks(spec: dict, annotations: dict, policy: Policy, prefix: str) -> lis
             try:
                 gpus = 0 if raw_gpus is None else quantity.count(raw_gpus)
             except quantity.QuantityError as err:
-                raise Refusal(f"{where}.resources.limits[{GPU_RESOURCE}]: {err}") from None
+                raise Refusal(f"{where}.resources.limits[{GPU_RESOURCE}]: {err}; ask for "
+                              f"{GPU_RESOURCE}: 1 (or GPU memory) instead") from None
             if memory is None and gpus == 0:
                 continue
             sidecar = section == "initContainers" and container.get("restartPolicy") == "Always"

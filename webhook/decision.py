@@ -109,8 +109,8 @@ def _decide_gpu_pod(obj: dict, path: tuple[str, ...], template: dict, spec: dict
     memory = biggest.memory_mib
     if pinned and not admitted:
         raise Refusal(
-            f"{prefix}spec.nodeSelector/affinity: the pod selects "
-            f"{_pinned_text(pinned)}, which is no lightweight GPU class of policy "
+            f"{prefix}spec: the pod selects {_pinned_text(spec, pinned)}, which is no "
+            f"lightweight GPU class of policy "
             f"{policy.name!r} ({_classes(policy.profiles)}); remove that selector and the "
             f"webhook will choose the class")
     choice = best_fit(admitted if pinned else policy.profiles, memory)
@@ -155,9 +155,11 @@ def _check_count(asks: list[Ask], gpus: int, policy: Policy, prefix: str) -> Non
         f"pod); ask for {GPU_RESOURCE}: 1 or GPU memory in one container, or split the pod")
 
 
-def _pinned_text(pinned: dict) -> str:
-    return " and ".join(f"a value of {key} outside the known classes" if not values else
-                        f"{key} in {sorted(values)}" for key, values in sorted(pinned.items()))
+def _pinned_text(spec: dict, pinned: dict) -> str:
+    selector = spec.get("nodeSelector") if isinstance(spec.get("nodeSelector"), dict) else {}
+    return " and ".join(
+        f"nodeSelector {key}={quantity.shorten(selector[key])}" if key in selector
+        else f"{key} by required node affinity" for key in sorted(pinned))
 
 
 def _classes(profiles: tuple[Profile, ...]) -> str:
