@@ -14,6 +14,7 @@ COMMANDS = (
     "webhook.review_cmd",
     "webhook.policy_cmd",
     "webhook.server.cli",
+    "webhook.labeller",
 )
 
 
