@@ -12,7 +12,7 @@ $(VENV)/.installed: requirements.txt requirements-dev.txt
 	touch $@
 
 run: $(VENV)/.installed
-	$(PY) -m webhook review examples/cuda-sample-gpu-mem.yaml --policies policies/default.yaml
+	$(PY) -m webhook serve
 
 test: $(VENV)/.installed
 	$(PY) -m pytest -q
