@@ -24,6 +24,7 @@ from webhook.nvml import NvmlUnavailable, gpu_labels, read_gpu
 MERGE_PATCH = "application/merge-patch+json"
 REQUEST_TIMEOUT_S = 10  # a hung API server must not hold the agent past SIGTERM for long
 EXIT_OK, EXIT_API, EXIT_USAGE = 0, 1, 2
+DESCRIPTION = "Label this node's GPU (count, memory, name via NVML) as the lightweight-GPU cloud does."
 
 
 class LabelError(Exception):
@@ -138,13 +139,13 @@ def execute(args: argparse.Namespace,
 def register(subparsers) -> None:
     """Add the `label-node` sub-command to the `python -m webhook` parser."""
     parser = subparsers.add_parser("label-node", help="label this node's GPU (NVML)",
-                                   description=__doc__.splitlines()[0])
+                                   description=DESCRIPTION)
     add_arguments(parser)
     parser.set_defaults(func=execute)
 
 
 def main(argv: list[str] | None = None) -> int:
     """Stand-alone entry point: `label-node` flags only."""
-    parser = argparse.ArgumentParser(prog="label-node", description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(prog="label-node", description=DESCRIPTION)
     add_arguments(parser)
     return execute(parser.parse_args(argv))
