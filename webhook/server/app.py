@@ -16,7 +16,7 @@ from collections.abc import Mapping
 import orjson
 from flask import Flask, Response, g, request
 from werkzeug.exceptions import BadRequest, HTTPException, RequestEntityTooLarge, ServiceUnavailable
-from werkzeug.exceptions import UnsupportedMediaType
+from werkzeug.exceptions import MethodNotAllowed, NotFound, UnsupportedMediaType
 
 from webhook import admission
 
@@ -29,6 +29,8 @@ from .tls import CertificateReloader
 # (object and oldObject), plus userInfo and options: 2 x 3 MiB + 1 MiB of headroom. A
 # larger body cannot come from the apiserver, and the cap bounds a worker's memory.
 MAX_BODY_BYTES = 7 * 1024 * 1024
+
+ENDPOINTS = "POST /mutate, POST /validate, GET /healthz, GET /readyz, GET /metrics"
 
 # metav1.StatusReason for each error this server sends.
 REASONS = {
@@ -72,8 +74,14 @@ def read_review_body() -> object:
     if length is not None and length > MAX_BODY_BYTES:
         raise RequestEntityTooLarge(
             f"request body of {length} bytes exceeds the {MAX_BODY_BYTES}-byte limit")
-    # A chunked body has no Content-Length; werkzeug stops it at MAX_CONTENT_LENGTH (413).
-    data = request.get_data(cache=False)
+    if length is None and request.environ.get("wsgi.input_terminated"):
+        # Chunked: gunicorn ends the stream after the last chunk. Reading one byte past the cap
+        # tells an oversized body from one that fits (werkzeug's own cap silently truncates).
+        data = request.environ["wsgi.input"].read(MAX_BODY_BYTES + 1)
+        if len(data) > MAX_BODY_BYTES:
+            raise RequestEntityTooLarge(f"chunked request body exceeds the {MAX_BODY_BYTES}-byte limit")
+    else:
+        data = request.get_data(cache=False)
     if not data:
         raise BadRequest("request body is empty; send an AdmissionReview as JSON")
     try:
@@ -91,7 +99,6 @@ def create_app(policies: PolicyStore, certificates: CertificateReloader | None =
     """The WSGI app for one worker: it decides with ``policies.current`` and reports on
     ``certificates`` (None when TLS is terminated elsewhere, as in in-process tests)."""
     app = Flask("webhook.server")
-    app.config["MAX_CONTENT_LENGTH"] = MAX_BODY_BYTES
 
     def answer(endpoint: str, mutate: bool) -> Response:
         start = time.perf_counter()
@@ -157,8 +164,14 @@ def create_app(policies: PolicyStore, certificates: CertificateReloader | None =
 
     @app.errorhandler(HTTPException)
     def http_error(exc: HTTPException) -> Response:
-        headers = {"Allow": ", ".join(exc.valid_methods)} if getattr(exc, "valid_methods", None) else None
-        return _json_response(status_body(exc.code, exc.description, g.get("uid")), exc.code, headers)
+        message, headers = exc.description, None
+        if isinstance(exc, NotFound):
+            message = f"no endpoint {request.path}; this server answers {ENDPOINTS}"
+        elif isinstance(exc, MethodNotAllowed):
+            allowed = ", ".join(sorted(exc.valid_methods or ()))
+            message = f"{request.method} is not allowed on {request.path} (allowed: {allowed})"
+            headers = {"Allow": allowed}
+        return _json_response(status_body(exc.code, message, g.get("uid")), exc.code, headers)
 
     @app.errorhandler(Exception)
     def internal_error(exc: Exception) -> Response:
