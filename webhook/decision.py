@@ -7,11 +7,11 @@ an AdmissionReview response.
 
 from __future__ import annotations
 
-import copy
 from dataclasses import dataclass
 from typing import Any
 
 from . import quantity
+from .edit import Editor
 from .asks import Ask, Refusal, containers, effective_gpus, mentions_gpu, read_asks
 from .placement import admits, best_fit, constraints
 from .policy import GPU_RESOURCE, Policy, Profile
@@ -37,6 +37,7 @@ class Decision:
     reason: str = ""
     warnings: tuple[str, ...] = ()
     profile: str | None = None
+    patch: tuple[dict, ...] = ()  # RFC 6902 operations from the input object to `obj`
 
     @property
     def allowed(self) -> bool:
@@ -86,13 +87,13 @@ def decide(obj: Any, policy: Policy | None, *, operation: str = "CREATE",
         return _skip(obj, "asks for no GPU")
     prefix = field_path(path) + "." if path else ""
     try:
-        return _decide_gpu_pod(obj, path, template, spec, annotations, policy, prefix)
+        return _decide_gpu_pod(obj, path, spec, annotations, policy, prefix)
     except Refusal as refusal:
         return Decision("denied", obj, path, reason=str(refusal))
 
 
-def _decide_gpu_pod(obj: dict, path: tuple[str, ...], template: dict, spec: dict,
-                    annotations: dict, policy: Policy, prefix: str) -> Decision:
+def _decide_gpu_pod(obj: dict, path: tuple[str, ...], spec: dict, annotations: dict,
+                    policy: Policy, prefix: str) -> Decision:
     asks = read_asks(spec, annotations, policy, prefix)
     gpus = effective_gpus(asks)
     memory_asks = [a for a in asks if a.memory_mib is not None]
@@ -131,8 +132,8 @@ def _decide_gpu_pod(obj: dict, path: tuple[str, ...], template: dict, spec: dict
             f"{biggest.source} ({memory}Mi), more than the largest lightweight GPU "
             f"{largest.name} ({largest.memory_mib}Mi) of policy {policy.name!r}; ask for at "
             f"most {largest.memory_mib}Mi, or ask nvidia.com/gpu for a full GPU node instead")
-    new_template = _rewrite(template, memory_asks, choice, policy)
-    if new_template == template:
+    edit = _rewrite(obj, path, memory_asks, choice, policy)
+    if not edit.ops:
         return Decision("allowed", obj, path, profile=choice.name)
     node_name = spec.get("nodeName")
     if node_name:
@@ -141,8 +142,8 @@ def _decide_gpu_pod(obj: dict, path: tuple[str, ...], template: dict, spec: dict
             f"but must be placed on lightweight GPU class {choice.name}; remove spec.nodeName")
     warning = (f"lwgpu: {biggest.source} ({memory}Mi) -> {GPU_RESOURCE}=1 on {choice.name} "
                f"({choice.selector_text()})")
-    return Decision("mutated", _replace(obj, path, new_template), path,
-                    warnings=(_fit(warning),), profile=choice.name)
+    return Decision("mutated", edit.root, path, warnings=(_fit(warning),), profile=choice.name,
+                    patch=tuple(edit.ops))
 
 
 def _check_count(asks: list[Ask], gpus: int, policy: Policy, prefix: str) -> None:
@@ -170,64 +171,48 @@ def _fit(text: str) -> str:
     return text if len(text) <= WARNING_LIMIT else text[: WARNING_LIMIT - 1] + "…"
 
 
-def _set_count(resources: dict, section: str, count: int) -> None:
-    target = resources.get(section)
+def _set_count(edit: Editor, resources: tuple, section: str, count: int) -> None:
+    current = _map(edit.get(resources)).get(section)
     try:
-        current = quantity.count(target.get(GPU_RESOURCE)) if GPU_RESOURCE in target else None
+        have = quantity.count(current.get(GPU_RESOURCE)) if GPU_RESOURCE in current else None
     except quantity.QuantityError:
-        current = None
-    if current != count:
-        target[GPU_RESOURCE] = str(count)
+        have = None
+    if have != count:
+        edit.set((*resources, section, GPU_RESOURCE), str(count))
 
 
-def _rewrite(template: dict, memory_asks: list[Ask], choice: Profile, policy: Policy) -> dict:
-    """A rewritten deep copy of the pod template (only the copy is changed)."""
-    new = copy.deepcopy(template)
-    spec = new["spec"]
+def _rewrite(obj: dict, path: tuple[str, ...], memory_asks: list[Ask], choice: Profile,
+             policy: Policy) -> Editor:
+    """Rewrite the pod template at `path` copy-on-write; the editor holds object and patch."""
+    edit = Editor(obj)
+    spec = (*path, "spec")
     for ask in memory_asks:
-        container = spec[ask.section][ask.index]
-        if not isinstance(container.get("resources"), dict):
-            container["resources"] = {}
-        resources = container["resources"]
-        if not isinstance(resources.get("limits"), dict):
-            resources["limits"] = {}
-        requests = resources.get("requests")
+        resources = (*spec, ask.section, ask.index, "resources")
+        edit.ensure(resources, dict)
+        requests = edit.get((*resources, "requests"))
         names_gpu = isinstance(requests, dict) and any(
             r in requests for r in (GPU_RESOURCE, *policy.memory_resources))
         for section in ("limits", "requests"):
-            for resource in policy.memory_resources:
-                _map(resources.get(section)).pop(resource, None)
-        _set_count(resources, "limits", ask.gpus)
+            if isinstance(edit.get((*resources, section)), dict):
+                for resource in policy.memory_resources:
+                    edit.remove((*resources, section, resource))
+        edit.ensure((*resources, "limits"), dict)
+        _set_count(edit, resources, "limits", ask.gpus)
         if names_gpu:
-            _set_count(resources, "requests", ask.gpus)
-    if not isinstance(spec.get("nodeSelector"), dict):
-        spec["nodeSelector"] = {}
-    spec["nodeSelector"].update(choice.node_selector)
+            _set_count(edit, resources, "requests", ask.gpus)
+    edit.ensure((*spec, "nodeSelector"), dict)
+    for key, value in choice.node_selector.items():
+        edit.set((*spec, "nodeSelector", key), value)
     if choice.tolerations:
-        if not isinstance(spec.get("tolerations"), list):
-            spec["tolerations"] = []
+        edit.ensure((*spec, "tolerations"), list)
         for toleration in choice.tolerations:
-            if dict(toleration) not in spec["tolerations"]:
-                spec["tolerations"].append(dict(toleration))
-    if not isinstance(new.get("metadata"), dict):
-        new["metadata"] = {}
-    if not isinstance(new["metadata"].get("annotations"), dict):
-        new["metadata"]["annotations"] = {}
+            if dict(toleration) not in edit.get((*spec, "tolerations")):
+                edit.append((*spec, "tolerations"), dict(toleration))
+    annotations = (*path, "metadata", "annotations")
+    edit.ensure(annotations[:-1], dict)
+    edit.ensure(annotations, dict)
     several = len(memory_asks) > 1
-    new["metadata"]["annotations"][PROFILE_ANNOTATION] = choice.name
-    new["metadata"]["annotations"][FROM_ANNOTATION] = ",".join(
-        f"{a.name}:{a.source}" if several else str(a.source) for a in memory_asks)
-    return new
-
-
-def _replace(obj: dict, path: tuple[str, ...], value: dict) -> dict:
-    """A copy of `obj` with `value` at `path`, copying only the maps along the path."""
-    if not path:
-        return value
-    top = dict(obj)
-    node = top
-    for key in path[:-1]:
-        node[key] = dict(node[key])
-        node = node[key]
-    node[path[-1]] = value
-    return top
+    edit.set((*annotations, PROFILE_ANNOTATION), choice.name)
+    edit.set((*annotations, FROM_ANNOTATION), ",".join(
+        f"{a.name}:{a.source}" if several else str(a.source) for a in memory_asks))
+    return edit
