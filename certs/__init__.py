@@ -11,4 +11,14 @@ from .errors import CertError
 from .rotation import Plan, ensure, plan
 from .store import load_dir
 
-__all__ = ["CertError", "CertSet", "Plan", "Spec", "check", "ensure", "generate", "load_dir", "plan"]
+__all__ = [
+    "CertError",
+    "CertSet",
+    "Plan",
+    "Spec",
+    "check",
+    "ensure",
+    "generate",
+    "load_dir",
+    "plan",
+]

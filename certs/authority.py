@@ -44,7 +44,9 @@ class Spec:
     def __post_init__(self) -> None:
         for what, value in (("service", self.service), ("namespace", self.namespace)):
             if not _DNS_LABEL.fullmatch(value):
-                raise CertError(f"{what} {value!r} is not a DNS-1123 label (lower case, digits, '-')")
+                raise CertError(
+                    f"{what} {value!r} is not a DNS-1123 label (lower case, digits, '-')"
+                )
         if self.days <= 0 or self.ca_days <= 0:
             raise CertError("--days and --ca-days must be positive")
         if self.key_type not in KEY_TYPES:
@@ -88,7 +90,9 @@ def key_type_of(key: PrivateKey) -> str | None:
 def issue_ca(spec: Spec, now: datetime) -> tuple[x509.Certificate, PrivateKey]:
     """A self-signed CA (CA:TRUE critical, keyCertSign + cRLSign) valid ``spec.ca_days``."""
     key = new_key(spec.key_type)
-    name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, f"lwgpu CA {spec.service}.{spec.namespace}")])
+    name = x509.Name(
+        [x509.NameAttribute(NameOID.COMMON_NAME, f"lwgpu CA {spec.service}.{spec.namespace}")]
+    )
     public = key.public_key()
     builder = (
         _base(name, name, public, now, now + timedelta(days=spec.ca_days))
@@ -106,7 +110,9 @@ def issue_serving(
     key = new_key(spec.key_type)
     name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, spec.dns_names()[2])])
     not_after = min(now + timedelta(days=spec.days), ca_cert.not_valid_after_utc)
-    sans = [x509.DNSName(n) for n in spec.dns_names()] + [x509.IPAddress(ip) for ip in spec.ip_addresses()]
+    sans = [x509.DNSName(n) for n in spec.dns_names()] + [
+        x509.IPAddress(ip) for ip in spec.ip_addresses()
+    ]
     ski = ca_cert.extensions.get_extension_for_class(x509.SubjectKeyIdentifier).value
     builder = (
         _base(name, ca_cert.subject, key.public_key(), now, not_after)
@@ -114,7 +120,9 @@ def issue_serving(
         .add_extension(_key_usage(encipher=isinstance(key, rsa.RSAPrivateKey)), critical=True)
         .add_extension(x509.ExtendedKeyUsage([ExtendedKeyUsageOID.SERVER_AUTH]), critical=False)
         .add_extension(x509.SubjectAlternativeName(sans), critical=False)
-        .add_extension(x509.AuthorityKeyIdentifier.from_issuer_subject_key_identifier(ski), critical=False)
+        .add_extension(
+            x509.AuthorityKeyIdentifier.from_issuer_subject_key_identifier(ski), critical=False
+        )
     )
     return builder.sign(ca_key, hashes.SHA256()), key
 
@@ -144,7 +152,8 @@ def _base(subject, issuer, public, now: datetime, not_after: datetime) -> x509.C
 
 
 def _key_usage(*, cert_sign: bool = False, encipher: bool = False) -> x509.KeyUsage:
-    # RSA key exchange (TLS 1.2 non-ECDHE suites) needs keyEncipherment; ECDSA keys must not carry it.
+    # RSA key exchange (TLS 1.2 non-ECDHE suites) needs keyEncipherment; ECDSA keys must not
+    # carry it.
     return x509.KeyUsage(
         digital_signature=not cert_sign,
         content_commitment=False,

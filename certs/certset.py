@@ -26,7 +26,7 @@ SECRET_KEYS = frozenset({CA_KEY, TLS_KEY})
 
 @dataclass(frozen=True)
 class CertSet:
-    """A consistent set: ``ca_bundle[0]`` is the CA whose key is ``ca_key``; ``cert`` chains to the bundle."""
+    """A consistent set: ``ca_bundle[0]`` is the CA of ``ca_key``; ``cert`` chains to the bundle."""
 
     ca_bundle: tuple[x509.Certificate, ...]
     ca_key: PrivateKey
@@ -95,7 +95,9 @@ def _load_key(data: bytes, where: str) -> PrivateKey:
     try:
         key = serialization.load_pem_private_key(data, password=None)
     except TypeError:
-        raise CertError(f"{where}: private key is encrypted; an unencrypted key is required") from None
+        raise CertError(
+            f"{where}: private key is encrypted; an unencrypted key is required"
+        ) from None
     except (ValueError, UnsupportedAlgorithm):
         raise CertError(f"{where}: not a readable PEM private key") from None
     if key_type_of(key) is None:

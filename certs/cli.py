@@ -10,7 +10,7 @@ import argparse
 import sys
 from collections.abc import Sequence
 
-from .authority import KEY_TYPES
+from .authority import KEY_TYPES, Spec
 from .directory import check, generate
 from .errors import CertError
 from .store import load_dir
@@ -28,10 +28,21 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 def _generate(args: argparse.Namespace) -> int:
     written = generate(
-        args.out, args.service, args.namespace, days=args.days, ca_days=args.ca_days,
-        dns=args.dns, ips=args.ip, key_type=args.key_type, force=args.force,
+        args.out,
+        args.service,
+        args.namespace,
+        days=args.days,
+        ca_days=args.ca_days,
+        dns=args.dns,
+        ips=args.ip,
+        key_type=args.key_type,
+        force=args.force,
     )
-    state = "wrote ca.crt, ca.key, tls.crt, tls.key" if written else "valid certificate set left unchanged"
+    state = (
+        "wrote ca.crt, ca.key, tls.crt, tls.key"
+        if written
+        else "valid certificate set left unchanged"
+    )
     print(f"certs: {args.out}: {state}", file=sys.stderr)
     # stdout carries only the caBundle so that `CA_BUNDLE=$(python -m certs generate ...)` works.
     print(load_dir(args.out).ca_bundle_b64())
@@ -49,10 +60,29 @@ def _check(args: argparse.Namespace) -> int:
     return 1 if the_plan.needed else 0
 
 
+def _install(args: argparse.Namespace) -> int:
+    # Imported here: the kubernetes client takes about a second to import, and `generate`
+    # and `check` (run at every server start in development) never need it.
+    from .install import install
+    from .kubeclient import build_api_client
+
+    spec = Spec(args.service, args.namespace, args.days, args.ca_days, key_type=args.key_type)
+    with build_api_client(args.kubeconfig, args.context) as api_client:
+        result = install(api_client, spec, args.secret, args.webhook_config)
+    print(f"Secret {args.namespace}/{args.secret}: {result.secret}")
+    for target in result.patched:
+        print(f"{target}: caBundle patched")
+    if not result.wrote:
+        print("nothing to change")
+    return 0
+
+
 def _add_issue_flags(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--service", required=True, help="Service name of the webhook")
     parser.add_argument("--namespace", required=True, help="namespace of the Service")
-    parser.add_argument("--days", type=int, default=365, help="serving certificate lifetime (default 365)")
+    parser.add_argument(
+        "--days", type=int, default=365, help="serving certificate lifetime (default 365)"
+    )
     parser.add_argument("--ca-days", type=int, default=3650, help="CA lifetime (default 3650)")
     parser.add_argument("--key-type", choices=KEY_TYPES, default="ecdsa-p256")
 
@@ -61,15 +91,42 @@ def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="python -m certs", description=__doc__.splitlines()[0])
     commands = parser.add_subparsers(dest="command", required=True)
 
-    gen = commands.add_parser("generate", help="create or renew a CA and serving certificate in a directory")
+    gen = commands.add_parser(
+        "generate", help="create or renew a CA and serving certificate in a directory"
+    )
     _add_issue_flags(gen)
     gen.add_argument("--out", required=True, help="directory for ca.crt, ca.key, tls.crt, tls.key")
     gen.add_argument("--dns", action="append", default=[], help="extra DNS SAN (repeatable)")
     gen.add_argument("--ip", action="append", default=[], help="extra IP SAN (repeatable)")
-    gen.add_argument("--force", action="store_true", help="start over with a new CA even if the set is valid")
+    gen.add_argument(
+        "--force", action="store_true", help="start over with a new CA even if the set is valid"
+    )
     gen.set_defaults(run=_generate)
 
-    chk = commands.add_parser("check", help="print expiry and what would be renewed (exit 1 if anything)")
+    chk = commands.add_parser(
+        "check", help="print expiry and what would be renewed (exit 1 if anything)"
+    )
     chk.add_argument("dir", help="directory holding ca.crt, ca.key, tls.crt, tls.key")
     chk.set_defaults(run=_check)
+
+    ins = commands.add_parser(
+        "install", help="create or rotate the Secret and patch caBundle into webhook configs"
+    )
+    _add_issue_flags(ins)
+    ins.add_argument(
+        "--secret", required=True, help="kubernetes.io/tls Secret (in --namespace) holding the set"
+    )
+    ins.add_argument(
+        "--webhook-config",
+        action="extend",
+        nargs="+",
+        required=True,
+        metavar="NAME",
+        help="Mutating/ValidatingWebhookConfiguration to patch (repeatable, or several names)",
+    )
+    ins.add_argument(
+        "--kubeconfig", help="kubeconfig file when not running in a cluster (default: $KUBECONFIG)"
+    )
+    ins.add_argument("--context", help="kubeconfig context (default: the current one)")
+    ins.set_defaults(run=_install)
     return parser

@@ -47,10 +47,13 @@ def check(directory: str | os.PathLike, now: datetime | None = None) -> tuple[li
         raise CertError(f"{directory}: no certificate set (ca.crt, ca.key, tls.crt, tls.key)")
     now = now or datetime.now(timezone.utc)
     lines = [_expiry("serving certificate", cert_set.cert, now)]
-    lines += [_expiry("CA" if i == 0 else "old CA", ca, now) for i, ca in enumerate(cert_set.ca_bundle)]
+    lines += [
+        _expiry("CA" if i == 0 else "old CA", ca, now) for i, ca in enumerate(cert_set.ca_bundle)
+    ]
     return lines, plan(cert_set, now)
 
 
 def _expiry(label: str, cert, now: datetime) -> str:
     left = cert.not_valid_after_utc - now
-    return f"{label}: {cert.subject.rfc4514_string()} expires {cert.not_valid_after_utc:%Y-%m-%d %H:%M:%SZ} ({left.days} days left)"
+    expires = f"{cert.not_valid_after_utc:%Y-%m-%d %H:%M:%SZ}"
+    return f"{label}: {cert.subject.rfc4514_string()} expires {expires} ({left.days} days left)"

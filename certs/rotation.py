@@ -53,7 +53,7 @@ def plan(cert_set: CertSet, now: datetime, spec: Spec | None = None) -> Plan:
     An expired current CA is a CertError: the webhook is already broken and silently starting
     a new trust chain would hide that; ``generate --force`` or deleting the Secret starts over.
     """
-    ca, cert = cert_set.ca, cert_set.cert
+    ca = cert_set.ca
     if ca.not_valid_after_utc <= now:
         raise CertError(f"CA certificate expired at {ca.not_valid_after_utc:%Y-%m-%d %H:%M:%SZ}")
     reasons = []
@@ -81,7 +81,9 @@ def apply(cert_set: CertSet, the_plan: Plan, spec: Spec, now: datetime) -> CertS
     return result
 
 
-def ensure(existing: CertSet | None, spec: Spec, now: datetime, force: bool = False) -> tuple[CertSet, bool]:
+def ensure(
+    existing: CertSet | None, spec: Spec, now: datetime, force: bool = False
+) -> tuple[CertSet, bool]:
     """Create a set (none yet, or ``force``) or renew what the rule asks for; True when changed."""
     if existing is None or force:
         ca, ca_key = issue_ca(spec, now)
@@ -97,7 +99,9 @@ def _serving_reasons(cert_set: CertSet, now: datetime, spec: Spec | None) -> lis
     cert = cert_set.cert
     reasons = []
     if due(cert, now):
-        reasons.append(f"serving certificate: less than a third of its lifetime left (expires {_day(cert)})")
+        reasons.append(
+            f"serving certificate: less than a third of its lifetime left (expires {_day(cert)})"
+        )
     if cert_set.issuer_of_cert() != cert_set.ca:
         reasons.append("serving certificate: signed by an old CA, re-issue under the current one")
     if spec is not None and not covers(cert, spec):

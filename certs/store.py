@@ -21,7 +21,7 @@ WRITE_ORDER = (CA_CRT, CA_KEY, TLS_KEY, TLS_CRT)
 
 
 def read_files(directory: str | os.PathLike, names: Iterable[str] = FILE_NAMES) -> dict[str, bytes]:
-    """The named files that exist in the directory, name -> bytes; unreadable ones are a CertError."""
+    """The named files that exist in the directory, name -> bytes; unreadable is a CertError."""
     found = {}
     for name in names:
         path = Path(directory, name)
@@ -72,4 +72,3 @@ def _fsync_dir(directory: Path) -> None:
         os.fsync(fd)
     finally:
         os.close(fd)
-

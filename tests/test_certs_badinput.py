@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import subprocess
-import sys
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
 
@@ -11,14 +9,18 @@ import pytest
 from cryptography.hazmat.primitives import serialization
 
 from certs import generate, load_dir
+from tests.test_certs_tls import run_certs
 
 FILES = ("ca.crt", "ca.key", "tls.crt", "tls.key")
 
 
 def _encrypted_key(directory: Path) -> bytes:
     key = load_dir(directory).key
-    return key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8,
-                             serialization.BestAvailableEncryption(b"secret"))
+    return key.private_bytes(
+        serialization.Encoding.PEM,
+        serialization.PrivateFormat.PKCS8,
+        serialization.BestAvailableEncryption(b"secret"),
+    )
 
 
 def _unreadable(path: Path) -> None:
@@ -27,9 +29,14 @@ def _unreadable(path: Path) -> None:
     path.mkdir()
 
 
-# (file to break, how: "other" copies it from an unrelated set, bytes overwrite it, or a named break)
+# (file, how to break it: "other" copies it from an unrelated set, bytes overwrite it, or a
+# named break below)
 CASES = [
-    ("tls.key", b"-----BEGIN PRIVATE KEY-----\nnot base64\n-----END PRIVATE KEY-----\n", "not a readable PEM private key"),
+    (
+        "tls.key",
+        b"-----BEGIN PRIVATE KEY-----\nnot base64\n-----END PRIVATE KEY-----\n",
+        "not a readable PEM private key",
+    ),
     ("tls.key", "encrypted", "private key is encrypted"),
     ("tls.key", "unreadable", "cannot read"),
     ("tls.key", "other", "tls.key does not match tls.crt"),
@@ -60,12 +67,13 @@ def _break(good: Path, other: Path, name: str, how) -> None:
 
 
 def _snapshot(directory: Path) -> dict[str, tuple[bytes | None, int]]:
-    return {n: ((directory / n).read_bytes() if (directory / n).is_file() else None,
-                (directory / n).stat().st_mtime_ns if (directory / n).exists() else 0) for n in FILES}
-
-
-def _run(*args: str) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "certs", *args], capture_output=True, text=True, check=False)
+    return {
+        n: (
+            (directory / n).read_bytes() if (directory / n).is_file() else None,
+            (directory / n).stat().st_mtime_ns if (directory / n).exists() else 0,
+        )
+        for n in FILES
+    }
 
 
 GENERATE = ("generate", "--service", "lwgpu", "--namespace", "lwgpu-system", "--out")
@@ -79,33 +87,50 @@ def test_bad_files_are_refused_and_left_alone(tmp_path, command, name, how, mess
     generate(other, "lwgpu", "lwgpu-system")
     _break(good, other, name, how)
     before = _snapshot(good)
-    result = _run(*GENERATE, str(good)) if command == "generate" else _run("check", str(good))
+    result = (
+        run_certs(*GENERATE, str(good)) if command == "generate" else run_certs("check", str(good))
+    )
     assert result.returncode == 2
     assert result.stdout == ""
     lines = result.stderr.strip().splitlines()
-    assert len(lines) == 1 and lines[0].startswith("certs: error: ") and message in lines[0], result.stderr
+    assert len(lines) == 1 and lines[0].startswith("certs: error: ") and message in lines[0], (
+        result.stderr
+    )
     assert _snapshot(good) == before
 
 
 @pytest.mark.parametrize("command", ["generate", "check"])
 def test_expired_ca_is_refused(tmp_path, command):
-    generate(tmp_path, "lwgpu", "lwgpu-system", days=5, ca_days=10,
-             now=datetime.now(timezone.utc) - timedelta(days=20))
+    generate(
+        tmp_path,
+        "lwgpu",
+        "lwgpu-system",
+        days=5,
+        ca_days=10,
+        now=datetime.now(timezone.utc) - timedelta(days=20),
+    )
     before = _snapshot(tmp_path)
-    result = _run(*GENERATE, str(tmp_path)) if command == "generate" else _run("check", str(tmp_path))
+    result = (
+        run_certs(*GENERATE, str(tmp_path))
+        if command == "generate"
+        else run_certs("check", str(tmp_path))
+    )
     assert result.returncode == 2
-    assert "CA certificate expired at" in result.stderr and len(result.stderr.strip().splitlines()) == 1
+    assert (
+        "CA certificate expired at" in result.stderr
+        and len(result.stderr.strip().splitlines()) == 1
+    )
     assert _snapshot(tmp_path) == before
 
 
 def test_force_replaces_a_broken_set(tmp_path):
     generate(tmp_path, "lwgpu", "lwgpu-system")
     (tmp_path / "tls.key").write_bytes(b"garbage")
-    result = _run(*GENERATE, str(tmp_path), "--force")
+    result = run_certs(*GENERATE, str(tmp_path), "--force")
     assert result.returncode == 0, result.stderr
     assert load_dir(tmp_path).cert.subject.rfc4514_string() == "CN=lwgpu.lwgpu-system.svc"
 
 
 def test_check_on_an_empty_directory(tmp_path):
-    result = _run("check", str(tmp_path))
+    result = run_certs("check", str(tmp_path))
     assert result.returncode == 2 and "no certificate set" in result.stderr

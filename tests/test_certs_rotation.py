@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import subprocess
-import sys
 from datetime import datetime, timedelta, timezone
 
 import pytest
@@ -11,7 +9,14 @@ import pytest
 from certs import CertSet, Spec, check, ensure, generate, load_dir, plan
 from certs.authority import issue_ca, issue_serving
 from certs.store import write_dir
-from tests.test_certs_tls import SANS, handshake, needs_openssl, openssl_verify, tls_server
+from tests.test_certs_tls import (
+    SANS,
+    handshake,
+    needs_openssl,
+    openssl_verify,
+    run_certs,
+    tls_server,
+)
 
 T0 = datetime(2030, 1, 1, tzinfo=timezone.utc)
 SPEC = Spec("lwgpu", "lwgpu-system", days=30, ca_days=300)
@@ -19,7 +24,9 @@ SPEC = Spec("lwgpu", "lwgpu-system", days=30, ca_days=300)
 
 def at_fraction(cert, fraction: float) -> datetime:
     """The moment when ``fraction`` of the certificate's lifetime has passed."""
-    return cert.not_valid_before_utc + fraction * (cert.not_valid_after_utc - cert.not_valid_before_utc)
+    return cert.not_valid_before_utc + fraction * (
+        cert.not_valid_after_utc - cert.not_valid_before_utc
+    )
 
 
 def make_set(ca_at: datetime = T0, serving_at: datetime = T0) -> CertSet:
@@ -29,7 +36,9 @@ def make_set(ca_at: datetime = T0, serving_at: datetime = T0) -> CertSet:
     return CertSet((ca,), ca_key, cert, key)
 
 
-@pytest.mark.parametrize("fraction, renew", [(0.5, False), (0.6, False), (0.7, True), (0.95, True), (1.2, True)])
+@pytest.mark.parametrize(
+    "fraction, renew", [(0.5, False), (0.6, False), (0.7, True), (0.95, True), (1.2, True)]
+)
 def test_serving_certificate_renewed_past_two_thirds(fraction, renew):
     cert_set = make_set()
     now = at_fraction(cert_set.cert, fraction)
@@ -79,9 +88,12 @@ def test_rotated_bundle_verifies_old_and_new_serving_certificates(tmp_path, serv
     write_dir(tmp_path / "old", old_set)
     write_dir(tmp_path / "new", new_set)
     # -attime: the fake clock's "now", when both serving certificates are within their validity.
-    result = subprocess.run(["openssl", "verify", "-attime", str(int(rotate_at.timestamp())),
-                             "-CAfile", str(tmp_path / "new" / "ca.crt"), str(tmp_path / served / "tls.crt")],
-                            capture_output=True, text=True, check=False)
+    result = openssl_verify(
+        tmp_path / "new" / "ca.crt",
+        tmp_path / served / "tls.crt",
+        "-attime",
+        str(int(rotate_at.timestamp())),
+    )
     assert result.returncode == 0, result.stderr
 
 
@@ -95,13 +107,14 @@ def test_check_reports_expiry_and_reasons(tmp_path):
     assert due.needed and due.reasons[0].startswith("serving certificate: less than a third")
 
 
-@pytest.mark.parametrize("issued_days_ago, code, last_line", [(1, 0, "nothing to renew"),
-                                                              (25, 1, "renew: serving certificate")])
+@pytest.mark.parametrize(
+    "issued_days_ago, code, last_line",
+    [(1, 0, "nothing to renew"), (25, 1, "renew: serving certificate")],
+)
 def test_check_cli_exit_code(tmp_path, issued_days_ago, code, last_line):
     issued = datetime.now(timezone.utc) - timedelta(days=issued_days_ago)
     generate(tmp_path, "lwgpu", "lwgpu-system", days=30, now=issued)
-    result = subprocess.run([sys.executable, "-m", "certs", "check", str(tmp_path)],
-                            capture_output=True, text=True, check=False)
+    result = run_certs("check", tmp_path)
     assert result.returncode == code, result.stderr
     assert result.stdout.splitlines()[-1].startswith(last_line)
 
@@ -110,7 +123,14 @@ def test_check_cli_exit_code(tmp_path, issued_days_ago, code, last_line):
 def test_handshake_with_real_clock_after_ca_rotation(tmp_path):
     """Both serving certificates valid now: old from the old CA, new from the rotated one."""
     now = datetime.now(timezone.utc)
-    generate(tmp_path / "old", "lwgpu", "lwgpu-system", days=30, ca_days=3, now=now - timedelta(days=2, hours=12))
+    generate(
+        tmp_path / "old",
+        "lwgpu",
+        "lwgpu-system",
+        days=30,
+        ca_days=3,
+        now=now - timedelta(days=2, hours=12),
+    )
     old_set = load_dir(tmp_path / "old")
     write_dir(tmp_path / "new", old_set)
     assert generate(tmp_path / "new", "lwgpu", "lwgpu-system", days=30, ca_days=3, now=now) is True

@@ -11,6 +11,7 @@ import socket
 import socketserver
 import ssl
 import subprocess
+import sys
 import threading
 from collections.abc import Iterator
 from pathlib import Path
@@ -20,7 +21,12 @@ import pytest
 from certs import generate
 
 SERVICE, NAMESPACE = "lwgpu", "lwgpu-system"
-SANS = ["lwgpu", "lwgpu.lwgpu-system", "lwgpu.lwgpu-system.svc", "lwgpu.lwgpu-system.svc.cluster.local"]
+SANS = [
+    "lwgpu",
+    "lwgpu.lwgpu-system",
+    "lwgpu.lwgpu-system.svc",
+    "lwgpu.lwgpu-system.svc.cluster.local",
+]
 
 
 class _Handler(socketserver.BaseRequestHandler):
@@ -54,7 +60,7 @@ def tls_server(cert: Path, key: Path) -> Iterator[int]:
 
 
 def handshake(port: int, cafile: Path, name: str) -> bytes:
-    """Connect with hostname checking against ``name``, trusting only ``cafile``; the server's greeting."""
+    """Connect checking the hostname ``name``, trusting only ``cafile``; the server's greeting."""
     context = ssl.create_default_context(cafile=str(cafile))
     assert context.check_hostname and context.verify_mode == ssl.CERT_REQUIRED
     with socket.create_connection(("127.0.0.1", port), timeout=5) as raw:
@@ -62,11 +68,16 @@ def handshake(port: int, cafile: Path, name: str) -> bytes:
             return tls.recv(2)
 
 
-def openssl_verify(cafile: Path, cert: Path) -> subprocess.CompletedProcess:
-    """``openssl verify -CAfile`` on the certificate, output captured."""
-    return subprocess.run(
-        ["openssl", "verify", "-CAfile", str(cafile), str(cert)], capture_output=True, text=True, check=False
-    )
+def openssl_verify(cafile: Path, cert: Path, *extra: str) -> subprocess.CompletedProcess:
+    """``openssl verify -CAfile`` on the certificate (``extra`` flags first), output captured."""
+    command = ["openssl", "verify", *extra, "-CAfile", str(cafile), str(cert)]
+    return subprocess.run(command, capture_output=True, text=True, check=False)
+
+
+def run_certs(*args: str) -> subprocess.CompletedProcess:
+    """``python -m certs ARGS`` in a child process, output captured as text."""
+    command = [sys.executable, "-m", "certs", *map(str, args)]
+    return subprocess.run(command, capture_output=True, text=True, check=False)
 
 
 needs_openssl = pytest.mark.skipif(shutil.which("openssl") is None, reason="openssl not installed")
@@ -76,7 +87,9 @@ needs_openssl = pytest.mark.skipif(shutil.which("openssl") is None, reason="open
 def cert_dir(request, tmp_path_factory) -> Path:
     """A generated set per key type, with an extra DNS name and loopback IP for local use."""
     out = tmp_path_factory.mktemp(request.param)
-    generate(out, SERVICE, NAMESPACE, key_type=request.param, dns=["webhook.local"], ips=["127.0.0.1"])
+    generate(
+        out, SERVICE, NAMESPACE, key_type=request.param, dns=["webhook.local"], ips=["127.0.0.1"]
+    )
     return out
 
 
@@ -95,7 +108,14 @@ def test_handshake_succeeds_for_each_san(cert_dir, name):
 
 @pytest.mark.parametrize(
     "name",
-    ["other", "lwgpu.default.svc", "lwgpu.lwgpu-system.svc.cluster.example", "evil.lwgpu", "127.0.0.2", "localhost"],
+    [
+        "other",
+        "lwgpu.default.svc",
+        "lwgpu.lwgpu-system.svc.cluster.example",
+        "evil.lwgpu",
+        "127.0.0.2",
+        "localhost",
+    ],
 )
 def test_handshake_fails_for_another_name(cert_dir, name):
     with tls_server(cert_dir / "tls.crt", cert_dir / "tls.key") as port:
