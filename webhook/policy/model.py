@@ -6,10 +6,10 @@ validated result, so the decision can take it as plain, immutable data.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from fnmatch import fnmatchcase
 from types import MappingProxyType
-from typing import Mapping
+from typing import Iterable, Mapping
 
 API_VERSION = "lwgpu.io/v1alpha1"
 KIND = "LightweightGPUPolicy"
@@ -118,3 +118,28 @@ class PolicySet:
     def by_name(self, name: str) -> Policy | None:
         """The policy called `name`, if loaded."""
         return next((p for p in self.policies if p.name == name), None)
+
+    def discovers(self) -> bool:
+        """True when any policy asks for classes discovered from Node labels."""
+        return any(p.discover_profiles for p in self.policies)
+
+    def with_discovered(self, discovered: Iterable[Profile]) -> PolicySet:
+        """This set with `discovered` classes added to every policy that asks for them."""
+        found = tuple(discovered)
+        if not found or not self.discovers():
+            return self
+        return PolicySet(tuple(with_discovered(p, found) if p.discover_profiles else p
+                               for p in self.policies))
+
+
+def with_discovered(policy: Policy, discovered: Iterable[Profile]) -> Policy:
+    """`policy` plus the discovered classes its static profiles do not already select.
+
+    Static profiles come first, so at equal memory the admin's own class wins the best fit.
+    """
+    selectors = {tuple(sorted(p.node_selector.items())) for p in policy.profiles}
+    extra = [p for p in discovered if tuple(sorted(p.node_selector.items())) not in selectors]
+    if not extra:
+        return policy
+    merged = sorted((*policy.profiles, *extra), key=lambda p: p.memory_mib)  # stable: static first
+    return replace(policy, profiles=tuple(merged))
