@@ -88,7 +88,10 @@ def _add_issue_flags(parser: argparse.ArgumentParser) -> None:
 
 
 def _parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="python -m certs", description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(
+        prog="python -m certs",
+        description="Certificates for the lwgpu webhook: generate, check, install.",
+    )
     commands = parser.add_subparsers(dest="command", required=True)
 
     gen = commands.add_parser(
