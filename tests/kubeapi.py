@@ -67,6 +67,17 @@ class ApiError(Exception):
                 "code": self.code}
 
 
+def wait_for(predicate, seconds: float = 10.0):
+    """Poll `predicate` until it is truthy or `seconds` pass; returns its last value.
+
+    For tests that await a background effect (a watch event, a retry) without fixed sleeps.
+    """
+    deadline = time.monotonic() + seconds
+    while not (result := predicate()) and time.monotonic() < deadline:
+        time.sleep(0.01)
+    return result
+
+
 def _qualified(gv: str, plural: str) -> str:
     """`secrets` or `mutatingwebhookconfigurations.admissionregistration.k8s.io`, as in messages."""
     return plural if "/" not in gv else f"{plural}.{gv.split('/')[0]}"

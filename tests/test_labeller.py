@@ -14,7 +14,7 @@ import pynvml
 import pytest
 from hypothesis import given, strategies as st
 
-from tests.kubeapi import KubeAPIDouble
+from tests.kubeapi import KubeAPIDouble, wait_for
 from webhook import labeller
 from webhook.nvml import label_value
 
@@ -192,14 +192,6 @@ def test_missing_node_is_a_clear_error(kube, monkeypatch, capsys, argv, env, cod
     assert labeller.main(argv) == code
     assert message in capsys.readouterr().err
     assert "PATCH" not in methods(kube)
-
-
-def wait_for(predicate, seconds=10.0):
-    """Poll until predicate() is true or the deadline passes; returns its last value."""
-    deadline = time.monotonic() + seconds
-    while not (ok := predicate()) and time.monotonic() < deadline:
-        time.sleep(0.01)
-    return ok
 
 
 def test_interval_survives_an_outage_and_recovers(kube, monkeypatch):

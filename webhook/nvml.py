@@ -12,8 +12,9 @@ from dataclasses import dataclass
 
 import pynvml
 
+from webhook.policy import MEM_LABEL
+
 COUNT_LABEL = "aliyun.accelerator/nvidia_count"
-MEM_LABEL = "aliyun.accelerator/nvidia_mem"
 NAME_LABEL = "aliyun.accelerator/nvidia_name"
 LIBRARY = "libnvidia-ml.so.1"
 
