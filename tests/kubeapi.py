@@ -17,8 +17,10 @@ import threading
 import time
 import uuid
 from dataclasses import dataclass
-from datetime import datetime, timezone
+from datetime import UTC, datetime
+from functools import partial
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Self
 from urllib.parse import parse_qs, urlsplit
 
 import jsonpatch
@@ -39,7 +41,8 @@ _PATH = re.compile(r"^/(?:api/(?P<core>v1)|apis/(?P<group>[^/]+/[^/]+))"
                    r"(?:/namespaces/(?P<ns>[^/]+))?/(?P<plural>[^/]+)(?:/(?P<name>[^/]+))?/?$")
 # Strategic merge patch merges these lists item by item (the Go types' patchMergeKey).
 _MERGE_KEYS = {"webhooks": "name"}
-_SELECTOR = re.compile(r"^\s*(?P<neg>!?)\s*(?P<key>[\w./-]+)\s*(?:(?P<op>==|=|!=)\s*(?P<val>[\w.-]*)"
+_SELECTOR = re.compile(r"^\s*(?P<neg>!?)\s*(?P<key>[\w./-]+)\s*"
+                       r"(?:(?P<op>==|=|!=)\s*(?P<val>[\w.-]*)"
                        r"|\s+(?P<set>in|notin)\s*\((?P<vals>[^)]*)\))?\s*$")
 
 
@@ -125,7 +128,8 @@ def merge_patch(target, patch, strategic: bool = False):
         have = result.get(key)
         if value is None:
             result.pop(key, None)
-        elif strategic and key in _MERGE_KEYS and isinstance(value, list) and isinstance(have, list):
+        elif strategic and key in _MERGE_KEYS and isinstance(value, list) \
+                and isinstance(have, list):
             mk = _MERGE_KEYS[key]
             merged = {item.get(mk): item for item in have}
             for item in value:
@@ -184,7 +188,7 @@ class KubeAPIDouble:
         self._server.double = self
         self.url = f"http://127.0.0.1:{self._server.server_address[1]}"
 
-    def __enter__(self) -> "KubeAPIDouble":
+    def __enter__(self) -> Self:
         threading.Thread(target=self._server.serve_forever, args=(0.05,), daemon=True).start()
         return self
 
@@ -208,7 +212,8 @@ class KubeAPIDouble:
         config = {"apiVersion": "v1", "kind": "Config", "current-context": "double",
                   "clusters": [{"name": "double", "cluster": {"server": self.url}}],
                   "users": [{"name": "double", "user": {}}],
-                  "contexts": [{"name": "double", "context": {"cluster": "double", "user": "double"}}]}
+                  "contexts": [{"name": "double",
+                                "context": {"cluster": "double", "user": "double"}}]}
         with open(path, "w", encoding="utf-8") as fh:
             json.dump(config, fh)
         return str(path)
@@ -224,8 +229,8 @@ class KubeAPIDouble:
     def get(self, api_version: str, kind: str, name: str, namespace: str | None = None):
         """The stored object, or None."""
         with self._cond:
-            obj = self._objects.get((api_version, _PLURALS[(api_version, kind)], namespace or "", name))
-            return copy.deepcopy(obj)
+            plural = _PLURALS[(api_version, kind)]
+            return copy.deepcopy(self._objects.get((api_version, plural, namespace or "", name)))
 
     def delete(self, api_version: str, kind: str, name: str, namespace: str | None = None) -> None:
         """Remove a stored object (KeyError if absent), emitting a DELETED watch event."""
@@ -267,7 +272,7 @@ class KubeAPIDouble:
         else:
             meta.setdefault("uid", str(uuid.uuid4()))
             meta.setdefault("creationTimestamp",
-                            datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"))
+                            datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ"))
         self._rv += 1
         meta["resourceVersion"] = str(self._rv)
         self._objects[key] = obj
@@ -334,7 +339,8 @@ class KubeAPIDouble:
                     meta["name"] = meta["generateName"] + uuid.uuid4().hex[:5]
                 key = (gv, plural, ns, meta.get("name"))
                 if not key[3]:
-                    raise ApiError(422, "Invalid", "metadata.name: Required value: name is required")
+                    raise ApiError(422, "Invalid",
+                                   "metadata.name: Required value: name is required")
                 if key in self._objects:
                     raise ApiError(409, "AlreadyExists",
                                    f'{_qualified(gv, plural)} "{key[3]}" already exists',
@@ -353,8 +359,9 @@ class KubeAPIDouble:
                                                                "uid": gone["metadata"]["uid"]}}
             new = self._updated(method, old, ctype, body)
             if new["metadata"].get("name", name) != name:
-                raise ApiError(400, "BadRequest", f"the name of the object ({new['metadata']['name']}) "
-                               f"does not match the name on the URL ({name})")
+                raise ApiError(400, "BadRequest", "the name of the object "
+                               f"({new['metadata']['name']}) does not match the name on the URL "
+                               f"({name})")
             wanted = new["metadata"].get("resourceVersion")
             if wanted and wanted != old["metadata"]["resourceVersion"]:
                 raise ApiError(409, "Conflict", f'Operation cannot be fulfilled on '
@@ -376,9 +383,9 @@ class KubeAPIDouble:
                 raise ApiError(422, "Invalid", f"the server rejected our request: {err}") from err
         if mime in ("application/merge-patch+json", "application/strategic-merge-patch+json"):
             return merge_patch(old, self._decode(body, dict), mime.startswith("application/strat"))
-        raise ApiError(415, "UnsupportedMediaType", f"the body of the request was in an unknown "
-                       f"format - accepted media types include: application/json-patch+json, "
-                       f"application/merge-patch+json, application/strategic-merge-patch+json")
+        raise ApiError(415, "UnsupportedMediaType", "the body of the request was in an unknown "
+                       "format - accepted media types include: application/json-patch+json, "
+                       "application/merge-patch+json, application/strategic-merge-patch+json")
 
     @staticmethod
     def _decode(body: bytes | None, want: type):
@@ -437,18 +444,21 @@ class KubeAPIDouble:
                     left = None if deadline is None else deadline - time.monotonic()
                     if left is not None and left <= 0:
                         break
-                    self._cond.wait_for(lambda: self._stopped or self._down or (
-                        self._events and self._events[-1][0] > cursor), left)
+                    self._cond.wait_for(partial(self._woken, cursor), left)
                     if self._stopped or self._down:
                         # an outage cuts the stream mid-way: no terminating chunk
                         handler.close_connection = True
                         return
                     fresh = [e for e in self._events if e[0] > cursor]
                 cursor = fresh[-1][0] if fresh else cursor
-                pending = [ev for ev in map(lambda e: self._translate(e, match), fresh) if ev]
+                pending = [ev for ev in (self._translate(e, match) for e in fresh) if ev]
             handler.send_chunk(None)
         except (BrokenPipeError, ConnectionResetError):
             handler.close_connection = True
+
+    def _woken(self, cursor: int) -> bool:
+        """A watch waiting after `cursor` has something to do (callers hold self._cond)."""
+        return self._stopped or self._down or bool(self._events and self._events[-1][0] > cursor)
 
     @staticmethod
     def _translate(event: tuple, match) -> dict | None:

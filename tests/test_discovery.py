@@ -17,7 +17,8 @@ MEM, NAME = "aliyun.accelerator/nvidia_mem", "aliyun.accelerator/nvidia_name"
 
 def node(name, mem=None, gpu=None):
     """A Node carrying the GPU labels that are given."""
-    labels = {"kubernetes.io/os": "linux"} | ({MEM: mem} if mem else {}) | ({NAME: gpu} if gpu else {})
+    labels = {"kubernetes.io/os": "linux"} | ({MEM: mem} if mem else {})
+    labels |= {NAME: gpu} if gpu else {}
     return {"apiVersion": "v1", "kind": "Node", "metadata": {"name": name, "labels": labels}}
 
 
@@ -72,7 +73,8 @@ def fixture_start(kube):
 
 def test_discovered_classes_place_a_5gib_pod_on_7611mib(kube, start):
     """2048MiB and 7611MiB nodes -> both classes; 5 GiB fits only the 7611MiB class."""
-    for obj in (node("p4-2q", "2048MiB", "GRID-P4-2Q"), node("p4", "7611MiB", "Tesla-P4"), node("cpu")):
+    for obj in (node("p4-2q", "2048MiB", "GRID-P4-2Q"), node("p4", "7611MiB", "Tesla-P4"),
+                node("cpu")):
         kube.seed(obj)
     inventory = start()
     assert summary(inventory.profiles()) == [P4_2Q, TESLA_P4]

@@ -22,6 +22,11 @@ def fixture_kube():
         yield double
 
 
+def node(name, **labels):
+    """A minimal Node object."""
+    return {"apiVersion": "v1", "kind": "Node", "metadata": {"name": name, "labels": labels}}
+
+
 def core(kube):
     """CoreV1Api on the double."""
     return client.CoreV1Api(kube.api_client())
@@ -52,12 +57,14 @@ CRUD = [
      lambda k, n: adm(k).read_mutating_webhook_configuration(n),
      lambda k: adm(k).list_mutating_webhook_configuration(),
      lambda k, n: adm(k).delete_mutating_webhook_configuration(n),
-     ADM, "MutatingWebhookConfiguration", None, {"metadata": {"name": "lwgpu"}, "webhooks": [WEBHOOK]}),
+     ADM, "MutatingWebhookConfiguration", None,
+     {"metadata": {"name": "lwgpu"}, "webhooks": [WEBHOOK]}),
     (lambda k, b: adm(k).create_validating_webhook_configuration(b),
      lambda k, n: adm(k).read_validating_webhook_configuration(n),
      lambda k: adm(k).list_validating_webhook_configuration(),
      lambda k, n: adm(k).delete_validating_webhook_configuration(n),
-     ADM, "ValidatingWebhookConfiguration", None, {"metadata": {"name": "lwgpu"}, "webhooks": [WEBHOOK]}),
+     ADM, "ValidatingWebhookConfiguration", None,
+     {"metadata": {"name": "lwgpu"}, "webhooks": [WEBHOOK]}),
 ]
 
 
@@ -110,9 +117,9 @@ def test_stale_put_is_a_conflict_and_a_fresh_put_bumps_the_version(kube):
 ])
 def test_patch_content_types(kube, content_type, patch, labels):
     """Each PATCH flavour reaches the double with its content type and applies its semantics."""
-    kube.seed({"apiVersion": "v1", "kind": "Node", "metadata": {"name": "n", "labels": {"a": "1", "b": "2"}}})
-    node = core(kube).patch_node("n", patch, _content_type=content_type)
-    assert node.metadata.labels == labels
+    kube.seed(node("n", a="1", b="2"))
+    patched = core(kube).patch_node("n", patch, _content_type=content_type)
+    assert patched.metadata.labels == labels
     assert kube.requests[-1].content_type == content_type
     assert json.loads(kube.requests[-1].body) == patch
 
@@ -130,11 +137,10 @@ def test_strategic_merge_patches_webhooks_by_name(kube):
 
 def test_noop_patch_keeps_the_resource_version(kube):
     """A patch that changes nothing writes nothing, as on the real apiserver."""
-    rv = kube.seed({"apiVersion": "v1", "kind": "Node", "metadata": {"name": "n", "labels": {"a": "1"}}}
-                   )["metadata"]["resourceVersion"]
-    node = core(kube).patch_node("n", {"metadata": {"labels": {"a": "1"}}},
-                                 _content_type="application/merge-patch+json")
-    assert node.metadata.resource_version == rv
+    rv = kube.seed(node("n", a="1"))["metadata"]["resourceVersion"]
+    patched = core(kube).patch_node("n", {"metadata": {"labels": {"a": "1"}}},
+                                    _content_type="application/merge-patch+json")
+    assert patched.metadata.resource_version == rv
 
 
 @pytest.mark.parametrize("selector,names", [
@@ -143,16 +149,11 @@ def test_noop_patch_keeps_the_resource_version(kube):
 ])
 def test_list_honours_label_selectors(kube, selector, names):
     """The label selector grammar the client sends filters LIST results."""
-    for name, labels in [("a", {"pool": "gpu", "mem": "2048MiB"}), ("b", {"pool": "gpu"}), ("c", {})]:
-        kube.seed({"apiVersion": "v1", "kind": "Node", "metadata": {"name": name, "labels": labels}})
+    for obj in (node("a", pool="gpu", mem="2048MiB"), node("b", pool="gpu"), node("c")):
+        kube.seed(obj)
     listed = core(kube).list_node(label_selector=selector)
     assert [n.metadata.name for n in listed.items] == names
     assert kube.requests[-1].query.get("labelSelector", "") == selector
-
-
-def node(name, **labels):
-    """A minimal Node object."""
-    return {"apiVersion": "v1", "kind": "Node", "metadata": {"name": name, "labels": labels}}
 
 
 def events(kube, count, **kwargs):
@@ -171,7 +172,8 @@ def test_watch_resumes_after_a_resource_version(kube):
     kube.seed(node("a"))
     kube.seed(node("a", pool="gpu"))
     kube.delete("v1", "Node", "a")
-    assert events(kube, 3, resource_version=start) == [("ADDED", "a"), ("MODIFIED", "a"), ("DELETED", "a")]
+    assert events(kube, 3, resource_version=start) == [
+        ("ADDED", "a"), ("MODIFIED", "a"), ("DELETED", "a")]
     assert kube.requests[-1].query["watch"] == "true"
 
 

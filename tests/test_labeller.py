@@ -12,7 +12,8 @@ import time
 
 import pynvml
 import pytest
-from hypothesis import given, strategies as st
+from hypothesis import given
+from hypothesis import strategies as st
 
 from tests.kubeapi import KubeAPIDouble, wait_for
 from webhook import labeller
@@ -21,8 +22,15 @@ from webhook.nvml import label_value
 MIB = 2**20
 P4_2Q = ("GRID P4-2Q", 2048 * MIB)
 TESLA_P4 = ("Tesla P4", 7981694976)  # 7611.9 MiB: nvidia-smi prints 7611MiB
-SEED_LABELS = {"aliyun.accelerator/nvidia_count": "1", "aliyun.accelerator/nvidia_mem": "2048MiB",
-               "aliyun.accelerator/nvidia_name": "GRID-P4-2Q"}
+
+
+def expect(count, mem, name):
+    """The three labels, spelled out."""
+    return {"aliyun.accelerator/nvidia_count": count, "aliyun.accelerator/nvidia_mem": mem,
+            "aliyun.accelerator/nvidia_name": name}
+
+
+SEED_LABELS = expect("1", "2048MiB", "GRID-P4-2Q")
 # the label value grammar, from k8s.io/apimachinery validation
 LABEL_VALUE = re.compile(r"^(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?$")
 
@@ -43,7 +51,8 @@ class FakeNVML:
             "nvmlShutdown": lambda: setattr(self, "ready", False),
             "nvmlDeviceGetCount": lambda: len(self.gpus),
             "nvmlDeviceGetHandleByIndex": lambda index: self.gpus[index],
-            "nvmlDeviceGetMemoryInfo": lambda gpu: pynvml.c_nvmlMemory_t(total=gpu[1], free=gpu[1], used=0),
+            "nvmlDeviceGetMemoryInfo":
+                lambda gpu: pynvml.c_nvmlMemory_t(total=gpu[1], free=gpu[1], used=0),
             "nvmlDeviceGetName": lambda gpu: gpu[0],
         }
         for name, impl in impls.items():
@@ -85,16 +94,12 @@ def methods(kube):
 
 @pytest.mark.parametrize("gpus,expected", [
     ([P4_2Q], SEED_LABELS),
-    ([TESLA_P4], {"aliyun.accelerator/nvidia_count": "1", "aliyun.accelerator/nvidia_mem": "7611MiB",
-                  "aliyun.accelerator/nvidia_name": "Tesla-P4"}),
-    ([("Tesla T4", 15360 * MIB)] * 4, {"aliyun.accelerator/nvidia_count": "4",
-                                       "aliyun.accelerator/nvidia_mem": "15360MiB",
-                                       "aliyun.accelerator/nvidia_name": "Tesla-T4"}),
-    ([(b"GRID P4-1Q", 1024 * MIB)], {"aliyun.accelerator/nvidia_count": "1",
-                                     "aliyun.accelerator/nvidia_mem": "1024MiB",
-                                     "aliyun.accelerator/nvidia_name": "GRID-P4-1Q"}),
+    ([TESLA_P4], expect("1", "7611MiB", "Tesla-P4")),
+    ([("Tesla T4", 15360 * MIB)] * 4, expect("4", "15360MiB", "Tesla-T4")),
+    ([(b"GRID P4-1Q", 1024 * MIB)], expect("1", "1024MiB", "GRID-P4-1Q")),
 ], ids=["grid-p4-2q", "tesla-p4", "four-gpus", "bytes-name"])
-def test_dry_run_prints_the_seed_format_and_contacts_nothing(kube, monkeypatch, capsys, gpus, expected):
+def test_dry_run_prints_the_seed_format_and_contacts_nothing(kube, monkeypatch, capsys, gpus,
+                                                             expected):
     """--dry-run: the labels as `key=value`, no API request."""
     FakeNVML(gpus).install(monkeypatch)
     assert labeller.main(["--dry-run"]) == 0
@@ -129,8 +134,10 @@ def test_any_gpu_name_gives_a_legal_label_value(name):
     ([P4_2Q], {"nvmlInit": pynvml.NVML_ERROR_NO_PERMISSION}, "NVML_ERROR_NO_PERMISSION"),
     ([P4_2Q], {"nvmlInit": pynvml.NVML_ERROR_LIB_RM_VERSION_MISMATCH},
      "NVML_ERROR_LIB_RM_VERSION_MISMATCH"),
-    ([P4_2Q], {"nvmlDeviceGetHandleByIndex": pynvml.NVML_ERROR_GPU_IS_LOST}, "NVML_ERROR_GPU_IS_LOST"),
-    ([P4_2Q], {"nvmlDeviceGetMemoryInfo": pynvml.NVML_ERROR_NOT_SUPPORTED}, "NVML_ERROR_NOT_SUPPORTED"),
+    ([P4_2Q], {"nvmlDeviceGetHandleByIndex": pynvml.NVML_ERROR_GPU_IS_LOST},
+     "NVML_ERROR_GPU_IS_LOST"),
+    ([P4_2Q], {"nvmlDeviceGetMemoryInfo": pynvml.NVML_ERROR_NOT_SUPPORTED},
+     "NVML_ERROR_NOT_SUPPORTED"),
     ([], {}, "no GPU"),
 ])
 def test_nvml_failure_exits_2_before_any_api_call(kube, monkeypatch, capsys, gpus, fail, message):

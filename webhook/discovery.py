@@ -89,7 +89,7 @@ class NodeInventory:
         return self._profiles
 
     def age_seconds(self) -> float:
-        """Seconds since the inventory last heard from the API server (inf before the first list)."""
+        """Seconds since it last heard from the API server (inf before the first list)."""
         synced = self._synced_at
         return math.inf if synced is None else time.monotonic() - synced
 

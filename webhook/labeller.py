@@ -13,7 +13,7 @@ import os
 import signal
 import sys
 import threading
-from typing import Callable
+from collections.abc import Callable
 
 from kubernetes import client, config
 from kubernetes.client.exceptions import ApiException
@@ -24,7 +24,7 @@ from webhook.nvml import NvmlUnavailable, gpu_labels, read_gpu
 MERGE_PATCH = "application/merge-patch+json"
 REQUEST_TIMEOUT_S = 10  # a hung API server must not hold the agent past SIGTERM for long
 EXIT_OK, EXIT_API, EXIT_USAGE = 0, 1, 2
-DESCRIPTION = "Label this node's GPU (count, memory, name via NVML) as the lightweight-GPU cloud does."
+DESCRIPTION = "Label this node's GPU (NVML count, memory, name) as the lightweight-GPU cloud does."
 
 
 class LabelError(Exception):
@@ -127,8 +127,8 @@ def execute(args: argparse.Namespace,
         log(f"label-node: no Kubernetes configuration (in-cluster or kubeconfig): {exc}")
         return EXIT_USAGE
     stop = threading.Event()
-    if threading.current_thread() is not threading.main_thread():
-        return run(core, args.node, labels, args.interval, stop, log)  # signals need the main thread
+    if threading.current_thread() is not threading.main_thread():  # only it may take signals
+        return run(core, args.node, labels, args.interval, stop, log)
     previous = signal.signal(signal.SIGTERM, lambda *_: stop.set())
     try:
         return run(core, args.node, labels, args.interval, stop, log)

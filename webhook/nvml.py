@@ -7,6 +7,7 @@ The labels are exactly the ones the lightweight-GPU cloud sets itself (see seed/
 
 from __future__ import annotations
 
+import contextlib
 import re
 from dataclasses import dataclass
 
@@ -76,10 +77,9 @@ def read_gpu() -> GPUInfo:
     except pynvml.NVMLError as err:
         raise NvmlUnavailable(describe(err)) from err
     finally:
-        try:
+        # the reading is already taken; a failed shutdown changes nothing about it
+        with contextlib.suppress(pynvml.NVMLError):
             pynvml.nvmlShutdown()
-        except pynvml.NVMLError:
-            pass  # the reading is already taken; a failed shutdown changes nothing about it
     return GPUInfo(count=count, memory_mib=total // 2**20, name=name)
 
 
