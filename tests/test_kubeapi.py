@@ -37,60 +37,88 @@ def adm(kube):
     return client.AdmissionregistrationV1Api(kube.api_client())
 
 
-# (create, read, list, delete, api version, kind, namespace, body)
+# (API class, method suffix, apiVersion, kind, namespace, body)
 CRUD = [
-    (lambda k, b: core(k).create_namespaced_secret("lwgpu", b),
-     lambda k, n: core(k).read_namespaced_secret(n, "lwgpu"),
-     lambda k: core(k).list_namespaced_secret("lwgpu"),
-     lambda k, n: core(k).delete_namespaced_secret(n, "lwgpu"),
-     "v1", "Secret", "lwgpu", {"metadata": {"name": "tls"}, "type": "kubernetes.io/tls",
-                               "data": {"tls.crt": "Y3J0", "tls.key": "a2V5"}}),
-    (lambda k, b: core(k).create_namespaced_config_map("lwgpu", b),
-     lambda k, n: core(k).read_namespaced_config_map(n, "lwgpu"),
-     lambda k: core(k).list_config_map_for_all_namespaces(),
-     lambda k, n: core(k).delete_namespaced_config_map(n, "lwgpu"),
-     "v1", "ConfigMap", "lwgpu", {"metadata": {"name": "policy"}, "data": {"a.yaml": "x: 1"}}),
-    (lambda k, b: core(k).create_node(b), lambda k, n: core(k).read_node(n),
-     lambda k: core(k).list_node(), lambda k, n: core(k).delete_node(n),
-     "v1", "Node", None, {"metadata": {"name": "gpu-1", "labels": {"a": "b"}}}),
-    (lambda k, b: adm(k).create_mutating_webhook_configuration(b),
-     lambda k, n: adm(k).read_mutating_webhook_configuration(n),
-     lambda k: adm(k).list_mutating_webhook_configuration(),
-     lambda k, n: adm(k).delete_mutating_webhook_configuration(n),
-     ADM, "MutatingWebhookConfiguration", None,
-     {"metadata": {"name": "lwgpu"}, "webhooks": [WEBHOOK]}),
-    (lambda k, b: adm(k).create_validating_webhook_configuration(b),
-     lambda k, n: adm(k).read_validating_webhook_configuration(n),
-     lambda k: adm(k).list_validating_webhook_configuration(),
-     lambda k, n: adm(k).delete_validating_webhook_configuration(n),
-     ADM, "ValidatingWebhookConfiguration", None,
+    (client.CoreV1Api, "namespaced_secret", "v1", "Secret", "lwgpu",
+     {"metadata": {"name": "tls"}, "type": "kubernetes.io/tls",
+      "data": {"tls.crt": "Y3J0", "tls.key": "a2V5"}}),
+    (client.CoreV1Api, "namespaced_config_map", "v1", "ConfigMap", "lwgpu",
+     {"metadata": {"name": "policy"}, "data": {"a.yaml": "x: 1"}}),
+    (client.CoreV1Api, "node", "v1", "Node", None,
+     {"metadata": {"name": "gpu-1", "labels": {"a": "b"}}}),
+    (client.AdmissionregistrationV1Api, "mutating_webhook_configuration", ADM,
+     "MutatingWebhookConfiguration", None, {"metadata": {"name": "lwgpu"}, "webhooks": [WEBHOOK]}),
+    (client.AdmissionregistrationV1Api, "validating_webhook_configuration", ADM,
+     "ValidatingWebhookConfiguration", None,
      {"metadata": {"name": "lwgpu"}, "webhooks": [WEBHOOK]}),
 ]
 
 
-@pytest.mark.parametrize("create,read,list_,delete,gv,kind,namespace,body", CRUD,
-                         ids=[case[5] for case in CRUD])
-def test_crud_round_trip_through_the_real_client(kube, create, read, list_, delete, gv, kind,
-                                                  namespace, body):
+@pytest.mark.parametrize("api_class,suffix,gv,kind,namespace,body", CRUD,
+                         ids=[case[3] for case in CRUD])
+def test_crud_round_trip_through_the_real_client(kube, api_class, suffix, gv, kind, namespace,
+                                                  body):
     """Create, read, list and delete each supported resource; the deleted one reads 404."""
+    api, scope = api_class(kube.api_client()), {"namespace": namespace} if namespace else {}
+
+    def call(verb, **kwargs):
+        return getattr(api, f"{verb}_{suffix}")(**scope, **kwargs)
+
     name = body["metadata"]["name"]
-    made = create(kube, body)
+    made = call("create", body=body)
     assert made.metadata.uid and made.metadata.creation_timestamp
-    assert read(kube, name).metadata.resource_version == made.metadata.resource_version
-    listed = list_(kube)
+    assert call("read", name=name).metadata.resource_version == made.metadata.resource_version
+    listed = call("list")
     assert [item.metadata.name for item in listed.items] == [name]
     assert int(listed.metadata.resource_version) >= int(made.metadata.resource_version)
     assert kube.get(gv, kind, name, namespace)["kind"] == kind
     with pytest.raises(ApiException) as err:
-        create(kube, body)
+        call("create", body=body)
     assert (err.value.status, json.loads(err.value.body)["reason"]) == (409, "AlreadyExists")
     # this client types DELETE as `object`: the Status arrives as a dict
-    assert delete(kube, name)["status"] == "Success"
+    assert call("delete", name=name)["status"] == "Success"
     with pytest.raises(ApiException) as err:
-        read(kube, name)
+        call("read", name=name)
     assert err.value.status == 404
     assert json.loads(err.value.body)["message"].endswith(f'"{name}" not found')
     assert kube.get(gv, kind, name, namespace) is None
+
+
+@pytest.mark.parametrize("method,path,content_type,body,code,reason", [
+    ("GET", "/api/v1/pods", None, None, 404, "NotFound"),
+    ("GET", "/api/v1/namespaces/x/nodes/n", None, None, 404, "NotFound"),
+    ("GET", "/api/v1/nodes?labelSelector=a%20b", None, None, 400, "BadRequest"),
+    ("PATCH", "/api/v1/nodes/n", "application/apply-patch+yaml", b"{}",
+     415, "UnsupportedMediaType"),
+    ("PATCH", "/api/v1/nodes/n", "application/json-patch+json",
+     b'[{"op": "test", "path": "/metadata/name", "value": "other"}]', 422, "Invalid"),
+    ("PATCH", "/api/v1/nodes/n", "application/merge-patch+json", b"{not json", 400, "BadRequest"),
+    ("PUT", "/api/v1/nodes/n", "application/json", b'{"metadata": {"name": "m"}}',
+     400, "BadRequest"),
+    ("POST", "/api/v1/namespaces/a/secrets", "application/json",
+     b'{"metadata": {"name": "s", "namespace": "b"}}', 400, "BadRequest"),
+    ("POST", "/api/v1/nodes", "application/json", b'{"metadata": {}}', 422, "Invalid"),
+])
+def test_wire_errors_are_status_objects(kube, method, path, content_type, body, code, reason):
+    """Bad requests answer the apiserver's HTTP code with a `kind: Status` body."""
+    kube.seed(node("n"))
+    headers = {"Content-Type": content_type} if content_type else {}
+    answer = urllib3.request(method, kube.url + path, body=body, headers=headers)
+    status = json.loads(answer.data)
+    assert (answer.status, status["kind"], status["code"], status["reason"]) == (
+        code, "Status", code, reason)
+
+
+def test_generate_name_dry_run_and_all_namespaces(kube):
+    """generateName gets a suffix; dryRun=All stores nothing; a list may span namespaces."""
+    api = core(kube)
+    made = api.create_namespaced_config_map("a", {"metadata": {"generateName": "policy-"}})
+    assert made.metadata.name.startswith("policy-") and len(made.metadata.name) == 12
+    api.create_namespaced_config_map("b", {"metadata": {"name": "dry"}}, dry_run="All")
+    api.create_namespaced_config_map("b", {"metadata": {"name": "kept"}})
+    listed = api.list_config_map_for_all_namespaces()
+    assert sorted((c.metadata.namespace, c.metadata.name) for c in listed.items) == [
+        ("a", made.metadata.name), ("b", "kept")]
 
 
 def test_stale_put_is_a_conflict_and_a_fresh_put_bumps_the_version(kube):
