@@ -140,18 +140,24 @@ class Server:
         return self.process.wait()
 
 
-def start(workdir: Path, policies: Path, tls_dir: Path, *, workers: int = 2, threads: int = 4,
-          extra: tuple[str, ...] = (), env: dict | None = None, timeout: float = 30) -> Server:
-    """Launch the server and return once ``/healthz`` answers over verified TLS."""
+def start(workdir: Path, policies: Path, tls_dir: Path | None, *, workers: int = 2, threads: int = 4,
+          env: dict | None = None, timeout: float = 30,
+          launcher: tuple[str, ...] = (sys.executable, "-m", "webhook"), ca: Path | None = None) -> Server:
+    """Launch the server and return once ``/healthz`` answers over verified TLS.
+
+    ``tls_dir=None`` passes no TLS flag (the development certificate; then give ``ca``);
+    ``launcher`` replaces ``python -m webhook`` for tests that wrap the command line.
+    """
     port = free_port()
     stdout, stderr = workdir / "server.stdout", workdir / "server.stderr"
-    command = [sys.executable, "-m", "webhook", "serve", "--port", str(port), "--policies", str(policies),
-               "--tls-dir", str(tls_dir), "--workers", str(workers), "--threads", str(threads), *extra]
+    tls = ["--tls-dir", str(tls_dir)] if tls_dir is not None else []
+    command = [*launcher, "serve", "--port", str(port), "--policies", str(policies), *tls,
+               "--workers", str(workers), "--threads", str(threads)]
     environment = {k: v for k, v in os.environ.items() if k != "PROMETHEUS_MULTIPROC_DIR"}
     environment.update(env or {})
     with open(stdout, "wb") as out, open(stderr, "wb") as err:
         process = subprocess.Popen(command, cwd=REPO, env=environment, stdout=out, stderr=err)
-    server = Server(process, port, tls_dir / "ca.crt", stdout, stderr)
+    server = Server(process, port, ca or tls_dir / "ca.crt", stdout, stderr)
 
     def healthy() -> bool:
         if process.poll() is not None:

@@ -140,7 +140,7 @@ def test_server_reloads_a_fixed_policy_and_keeps_the_last_good_one(tmp_path, vol
     volume = volume_type(tmp_path / "policies", TWO_Q)
     with serving(tmp_path, volume.path, workers=2) as server:
         assert profile_of(server) == "GRID-P4-2Q"
-        assert metric(server, "lwgpu_policy_reloads_total") == 2  # one load per worker
+        wait_for(lambda: metric(server, "lwgpu_policy_reloads_total") == 2, what="one load per worker")
 
         volume.write(BROKEN)
         wait_for(lambda: metric(server, "lwgpu_policy_reload_failures_total") == 2, what="both workers failing")
