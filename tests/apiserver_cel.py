@@ -1,0 +1,62 @@
+"""CEL as kube-apiserver evaluates it, for tests: cel-python with cel-go's `has()`, and objects
+seen as the apiserver's CEL sees them.
+
+kube-apiserver runs cel-go. Where cel-python is more lenient, an expression that would error in
+the cluster (making the apiserver apply the webhook's failurePolicy) would pass here; this module
+closes the gap that matters for guarded field access. It relies on cel-python 0.5's evaluator
+hooks (`Evaluator.macro_has_eval`, `Evaluator.sub_evaluator`), pinned in requirements-dev.txt.
+"""
+
+from __future__ import annotations
+
+import functools
+
+import celpy
+import lark
+
+
+def as_apiserver_sees(value):
+    """The object as CEL sees it in kube-apiserver: nulls dropped, a null list item empty."""
+    if isinstance(value, dict):
+        return {k: as_apiserver_sees(v) for k, v in value.items() if v is not None}
+    if isinstance(value, list):
+        return [{} if v is None else as_apiserver_sees(v) for v in value]
+    return value
+
+
+class CelGoHas(celpy.evaluation.Evaluator):
+    """cel-python's evaluator with cel-go's has(): has(e.f) is an error when e is one (e.g. a
+    missing field), where cel-python answers false. kube-apiserver runs cel-go, so an unguarded
+    has(a.b.c) must fail here as it would there."""
+
+    def sub_evaluator(self, ast: lark.Tree) -> celpy.evaluation.Evaluator:
+        """Macro bodies (exists, all, ...) use the same has()."""
+        return CelGoHas(ast, activation=self.activation)
+
+    def macro_has_eval(self, exprlist: lark.Tree):
+        """Evaluate e of has(e.f) first, and answer its error."""
+        node = exprlist
+        while isinstance(node, lark.Tree) and node.data != "member_dot":
+            node = node.children[0]
+        if isinstance(node, lark.Tree):
+            operand = self.visit(node.children[0])
+            if isinstance(operand, celpy.evaluation.CELEvalError):
+                return operand
+        return super().macro_has_eval(exprlist)
+
+
+class CelGoRunner(celpy.InterpretedRunner):
+    """Runs programs with CelGoHas."""
+
+    def evaluate(self, context):
+        """The value of the program, or a CELEvalError."""
+        return CelGoHas(ast=self.ast, activation=self.new_activation()).evaluate(context)
+
+
+ENVIRONMENT = celpy.Environment(runner_class=CelGoRunner)
+
+
+@functools.cache
+def program(expression: str):
+    """A compiled CEL program, once per expression."""
+    return ENVIRONMENT.program(ENVIRONMENT.compile(expression))
