@@ -21,8 +21,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.helpers import (CORPUS, GOLDEN, REPO, check_golden, corpus_files, documents,
-                           run_cli)
+from tests.helpers import CORPUS, GOLDEN, REPO, check_golden, corpus_files, documents, run_cli
 from webhook import DEFAULT_POLICIES
 
 FILES = corpus_files()

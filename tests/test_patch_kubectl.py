@@ -16,8 +16,17 @@ import jsonpatch
 import pytest
 import yaml
 
-from tests.helpers import (EXAMPLES, WORKLOAD_KINDS, container, corpus_files, default_policy,
-                           documents, pod, tainted_policy, workload)
+from tests.helpers import (
+    EXAMPLES,
+    WORKLOAD_KINDS,
+    container,
+    corpus_files,
+    default_policy,
+    documents,
+    pod,
+    tainted_policy,
+    workload,
+)
 from webhook.decision import decide
 from webhook.patch import patch_ops
 

@@ -19,8 +19,14 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from tests.helpers import (WORKLOAD_KINDS, admission_review, default_policies, default_policy,
-                           tainted_policy, workload)
+from tests.helpers import (
+    WORKLOAD_KINDS,
+    admission_review,
+    default_policies,
+    default_policy,
+    tainted_policy,
+    workload,
+)
 from webhook.admission import review
 from webhook.decision import WARNING_LIMIT, decide
 from webhook.patch import patch_ops

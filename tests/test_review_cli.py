@@ -13,8 +13,19 @@ import json
 import pytest
 import yaml
 
-from tests.helpers import (EXAMPLES, GOLDEN, REPO, admission_review, check_golden, container,
-                           default_policies, default_policy, pod, run_cli, workload)
+from tests.helpers import (
+    EXAMPLES,
+    GOLDEN,
+    REPO,
+    admission_review,
+    check_golden,
+    container,
+    default_policies,
+    default_policy,
+    pod,
+    run_cli,
+    workload,
+)
 from webhook.admission import review
 from webhook.decision import decide
 

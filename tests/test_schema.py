@@ -12,8 +12,17 @@ from __future__ import annotations
 import kubernetes_validate
 import pytest
 
-from tests.helpers import (EXAMPLES, WORKLOAD_KINDS, container, corpus_files, default_policy,
-                           documents, pod, tainted_policy, workload)
+from tests.helpers import (
+    EXAMPLES,
+    WORKLOAD_KINDS,
+    container,
+    corpus_files,
+    default_policy,
+    documents,
+    pod,
+    tainted_policy,
+    workload,
+)
 from webhook.decision import decide
 from webhook.workload import dig
 
