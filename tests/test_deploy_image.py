@@ -35,7 +35,7 @@ def test_container_flags_exist_in_the_cli(workload, module, command):
                             check=False, capture_output=True, text=True, timeout=60)
     assert helped.returncode == 0, helped.stderr
     flags = {arg for arg in container["args"] if arg.startswith("--")}
-    assert {f for f in flags if not re.search(rf"{f}\b", helped.stdout)} == set()
+    assert {f for f in flags if not re.search(rf"{re.escape(f)}\b", helped.stdout)} == set()
 
 
 def dockerfile_stages() -> list[list[tuple[str, str]]]:
@@ -75,8 +75,9 @@ def test_dockerfile(what, check):
 
 
 def test_dockerignore_sends_only_what_the_image_copies():
-    lines = (ROOT / ".dockerignore").read_text().splitlines()
-    assert lines[1] == "*"
+    lines = [ln for ln in (ROOT / ".dockerignore").read_text().splitlines()
+             if ln and not ln.startswith("#")]
+    assert lines[0] == "*"
     assert {ln[1:] for ln in lines if ln.startswith("!")} == {
         "requirements.txt", "webhook/", "certs/", "policies/"}
 
