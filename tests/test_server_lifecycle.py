@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import collections
+import os
 import shutil
 import signal
 import socket
@@ -54,8 +55,20 @@ def test_metrics_count_every_review_across_two_workers(tmp_path):
         with ThreadPoolExecutor(8) as pool:
             assert set(pool.map(send, plan)) == {200}
         assert server.get("/readyz")[0] == 200
-        metrics = server.metrics()
         per_worker = reviews_per_worker(metrics_dir, tmp_path)
+
+        # A worker that dies keeps its counts; its live gauges go (the master's child_exit hook).
+        def live_pids() -> set[str]:
+            return {p.stem.rsplit("_", 1)[1] for p in metrics_dir.glob("gauge_livemin_*.db")}
+
+        before = wait_for(lambda: len(live_pids()) == 2 and live_pids(), what="two live workers")
+        victim = min(before)
+        os.kill(int(victim), signal.SIGKILL)
+        after = wait_for(lambda: (pids := live_pids()) != before and len(pids) == 2 and pids, what="a new worker")
+        # Two workers loaded the policy, then the new one: counters of the dead worker stay.
+        wait_for(lambda: server.metrics()[("lwgpu_policy_reloads_total", frozenset())] == 3,
+                 what="the new worker's policy load")
+        metrics = server.metrics()
 
     expected = collections.Counter((key[0], TRAFFIC[key]) for key in plan)
     for (endpoint, decision), count in expected.items():
@@ -64,7 +77,7 @@ def test_metrics_count_every_review_across_two_workers(tmp_path):
     for endpoint in ("mutate", "validate"):
         histogram = ("lwgpu_admission_review_duration_seconds_count", frozenset({"endpoint": endpoint}.items()))
         assert metrics[histogram] == sum(n for (e, _), n in expected.items() if e == endpoint)
-    assert metrics[("lwgpu_policy_reloads_total", frozenset())] == 2
+    assert victim not in after
     assert metrics[("lwgpu_policy_generation", frozenset())] == 1
     assert 364 * 86400 < metrics[("lwgpu_certificate_expiry_seconds", frozenset())] <= 365 * 86400
     assert len(per_worker) == 2 and sum(per_worker.values()) == len(plan) and min(per_worker.values()) > 0

@@ -49,7 +49,7 @@ def entry(endpoint: str, status: int, duration_s: float, body: object, result: o
     return {
         "uid": getattr(result, "uid", None) or _text(request, "uid"),
         "namespace": getattr(result, "namespace", None) or _text(request, "namespace"),
-        "name": object_name(request) or getattr(result, "name", ""),
+        "name": getattr(result, "name", None) or object_name(request),
         "kind": getattr(result, "kind", None) or _text(kind, "kind"),
         "operation": getattr(result, "operation", None) or _text(request, "operation"),
         "endpoint": endpoint,
