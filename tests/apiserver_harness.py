@@ -1,28 +1,27 @@
 """A test double of kube-apiserver's admission dispatcher. It is NOT an apiserver.
 
-No kube-apiserver can run here, so this module does what the apiserver's webhook admission
-plugins do with the install that `kubectl kustomize deploy/` renders, and nothing else:
+No kube-apiserver can run here. This module does what the apiserver's webhook admission plugins
+do with the install `kubectl kustomize deploy/` renders, and nothing more:
 
-- `running()` takes the rendered Service, the webhook Deployment's container args and volume
-  mounts, and both webhook configurations; creates certificates with `python -m certs generate`
-  for the Service and puts the printed caBundle into the configurations (as the lwgpu-certs
-  Job does); "mounts" the policy ConfigMap and the certificates into a temporary folder; and
-  starts the real server with the Deployment's args on 127.0.0.1 and a free port, to which it
-  maps the Service `<name>.<namespace>.svc:<port>`.
-- `Apiserver.admit()` runs the mutating webhooks, then the validating ones, in configuration
-  name order: `rules`, `namespaceSelector` (with `kubernetes.io/metadata.name`), `objectSelector`,
-  `matchConditions` in real CEL (cel-python); an AdmissionReview v1 over HTTPS, verified against
-  the caBundle with SNI `<service>.<namespace>.svc`, on one kept-alive connection per webhook,
-  `?timeout=<timeoutSeconds>s` as the apiserver appends it; the response's apiVersion, kind and
-  uid checked; the JSON patch applied by `kubectl patch --local --type json` (Kubernetes' own
-  JSON-patch engine); `failurePolicy` on every error; one reinvocation pass for
-  `reinvocationPolicy: IfNeeded`. The final object is checked with kubernetes-validate (strict).
+- `running()` resolves the webhooks' Service to the webhook Deployment's container, makes
+  certificates with `python -m certs generate` and patches the printed caBundle into both
+  configurations (as the lwgpu-certs Job does), "mounts" the policy ConfigMap and the
+  certificates into a temporary folder, and starts the real server with the container's args on
+  127.0.0.1 and a free port, to which it routes `<service>.<namespace>.svc:<port>`.
+- `Apiserver.admit()` runs the mutating webhooks, then the validating ones, in configuration name
+  order: `rules`, `namespaceSelector` (plus `kubernetes.io/metadata.name`), `objectSelector`,
+  `matchConditions` in real CEL (cel-python, binding object, oldObject and request); a v1
+  AdmissionReview over HTTPS verified against the caBundle with SNI `<service>.<namespace>.svc`,
+  one kept-alive connection per webhook, `?timeout=<timeoutSeconds>s` appended as the apiserver
+  does and `timeoutSeconds` enforced; apiVersion, kind and uid of the answer checked; the JSON
+  patch applied by `kubectl patch --local --type json` (Kubernetes' own engine); `failurePolicy`
+  on every call error; one reinvocation pass for `reinvocationPolicy: IfNeeded`.
 
-What it leaves out: authentication, in-tree admission plugins, defaulting and conversion (it
-only drops nulls, as decoding into Go structs does; removed API versions are refused as not
-served), name generation, and validating webhooks run one after another, not in parallel.
-The apiserver refuses a schema-invalid object before the validating webhooks; here the error is
-reported in `Result.schema_error` after them, so tests can tell the two apart.
+Left out: authentication, in-tree admission plugins, defaulting and conversion (nulls are dropped,
+as decoding into Go structs does; removed API versions are refused as not served), name
+generation, and parallel validating calls (here one after another). The apiserver refuses a
+schema-invalid object before the validating webhooks; here kubernetes-validate's (strict) verdict
+on the final object is reported in `Result.schema_error`, so tests can tell it from a denial.
 """
 
 from __future__ import annotations
@@ -31,9 +30,10 @@ import base64
 import contextlib
 import copy
 import functools
-import os
 import http.client
+import itertools
 import json
+import os
 import ssl
 import subprocess
 import sys
@@ -52,10 +52,9 @@ K8S_VERSION = kubernetes_validate.latest_version()
 USER = {"username": "kubernetes-admin", "groups": ["system:masters", "system:authenticated"]}
 OPTIONS = {"CREATE": "CreateOptions", "UPDATE": "UpdateOptions", "DELETE": "DeleteOptions"}
 CLUSTER_KINDS = {"Namespace", "Node", "PersistentVolume", "ClusterRole", "ClusterRoleBinding",
-                 "StorageClass", "CustomResourceDefinition", "PriorityClass", "RuntimeClass",
-                 "MutatingWebhookConfiguration", "ValidatingWebhookConfiguration"}
-# Errors of a kept-alive connection the server closed while idle: Go's transport retries
-# these once on a new connection (errServerClosedIdle), so the harness does too.
+                 "StorageClass", "PriorityClass", "RuntimeClass", "CustomResourceDefinition"}
+# A kept-alive connection the server closed while idle: Go's transport retries once on a new
+# connection (errServerClosedIdle), so the harness does too.
 STALE = (http.client.RemoteDisconnected, ConnectionResetError, BrokenPipeError)
 CEL = celpy.Environment()
 
@@ -65,7 +64,11 @@ class HarnessError(Exception):
 
 
 class WebhookError(Exception):
-    """A failed webhook call; its `failurePolicy` decides what happens next."""
+    """A failed webhook call; the webhook's `failurePolicy` decides what follows."""
+
+
+class _Refused(Exception):
+    """The request is refused: by a webhook's answer, or by failurePolicy Fail on an error."""
 
 
 @dataclass
@@ -82,15 +85,15 @@ class Call:
 
 @dataclass
 class Result:
-    """The admission outcome of one request."""
+    """The admission outcome of one request and the final object."""
 
     allowed: bool
-    obj: dict | None
+    obj: dict
     message: str = ""
     warnings: list[str] = field(default_factory=list)
     calls: list[Call] = field(default_factory=list)
     schema_error: str | None = None
-    schema_checked: bool = False
+    schema_checked: bool = False  # False: no schema for the kind (a custom resource)
 
     @property
     def called(self) -> list[str]:
@@ -99,30 +102,28 @@ class Result:
 
     @property
     def patches(self) -> list[tuple[str, list]]:
-        """(webhook, JSON patch) for every call that answered with a patch."""
+        """(webhook, JSON patch) for every call answered with a patch."""
         return [(c.webhook, c.patch) for c in self.calls if c.patch]
 
 
 @dataclass(frozen=True)
 class Webhook:
-    """One entry of a webhook configuration; `local` stands in for another webhook in-process."""
+    """One webhook of a configuration; `local` stands in-process for another webhook."""
 
-    config: str
     spec: dict
     mutating: bool
     local: Callable[[dict], list] | None = None
 
     @property
     def name(self) -> str:
-        """The webhook's name, as in the apiserver's messages."""
+        """The webhook's name, as the apiserver's messages give it."""
         return self.spec["name"]
 
     def service(self) -> tuple[str, str]:
-        """`host:port` the apiserver dials, and the path with the timeout it appends."""
+        """The `host:port` the apiserver dials, and the path with the timeout it appends."""
         svc = self.spec["clientConfig"]["service"]
-        query = f"?timeout={self.spec.get('timeoutSeconds', 10)}s"
         return (f"{svc['name']}.{svc['namespace']}.svc:{svc.get('port', 443)}",
-                svc.get("path", "/") + query)
+                f"{svc.get('path', '/')}?timeout={self.spec.get('timeoutSeconds', 10)}s")
 
 
 def render(target: Path = REPO / "deploy") -> list[dict]:
@@ -139,42 +140,40 @@ def as_received(obj: dict, namespace: str) -> dict:
             return {k: strip(v) for k, v in value.items() if v is not None}
         return [{} if v is None else strip(v) for v in value] if isinstance(value, list) else value
     received = strip(obj)
-    if namespace and received.get("kind") not in CLUSTER_KINDS:
+    if received.get("kind") not in CLUSTER_KINDS:
         received.setdefault("metadata", {})["namespace"] = namespace
     return received
 
 
 def resource_of(obj: dict) -> tuple[dict, dict]:
-    """GroupVersionKind and GroupVersionResource; the plural as meta.UnsafeGuessKindToResource."""
+    """GroupVersionKind and GroupVersionResource (plural as meta.UnsafeGuessKindToResource)."""
     group, _, version = obj["apiVersion"].rpartition("/")
-    kind = obj["kind"]
-    lower = kind.lower()
-    plural = lower + "es" if lower.endswith("s") else lower[:-1] + "ies" if lower.endswith("y") \
-        else lower + "s"
-    return ({"group": group, "version": version, "kind": kind},
+    kind = obj["kind"].lower()
+    plural = (kind + "es" if kind.endswith("s") else kind[:-1] + "ies" if kind.endswith("y")
+              else kind + "s")
+    return ({"group": group, "version": version, "kind": obj["kind"]},
             {"group": group, "version": version, "resource": plural})
 
 
 def selector_matches(selector: dict | None, labels: dict) -> bool:
     """A metav1.LabelSelector against labels; an absent or empty selector matches everything."""
     selector = selector or {}
-    if any(labels.get(k) != v for k, v in (selector.get("matchLabels") or {}).items()):
-        return False
     tests = {"In": lambda e: labels.get(e["key"]) in e["values"],
              "NotIn": lambda e: labels.get(e["key"]) not in e["values"],
              "Exists": lambda e: e["key"] in labels,
              "DoesNotExist": lambda e: e["key"] not in labels}
-    return all(tests[e["operator"]](e) for e in selector.get("matchExpressions") or [])
+    return (all(labels.get(k) == v for k, v in (selector.get("matchLabels") or {}).items())
+            and all(tests[e["operator"]](e) for e in selector.get("matchExpressions") or []))
 
 
 def rule_matches(rule: dict, gvr: dict, operation: str, namespaced: bool) -> bool:
-    """One RuleWithOperations, as admission/plugin/webhook/predicates/rules does (no subresource)."""
-    def has(values, value):
-        return "*" in values or value in values
+    """One RuleWithOperations, as the apiserver's webhook rule matcher (no subresource here)."""
+    def has(key, value):
+        return bool({"*", value} & set(rule.get(key, [])))
     resources = [(r.split("/", 1) + [""])[:2] for r in rule.get("resources", [])]
     scope = rule.get("scope", "*")
-    return (has(rule.get("operations", []), operation) and has(rule.get("apiGroups", []), gvr["group"])
-            and has(rule.get("apiVersions", []), gvr["version"])
+    return (has("operations", operation) and has("apiGroups", gvr["group"])
+            and has("apiVersions", gvr["version"])
             and any(r in ("*", gvr["resource"]) and s in ("*", "") for r, s in resources)
             and (scope == "*" or (scope == "Namespaced") == namespaced))
 
@@ -185,32 +184,32 @@ def _program(expression: str):
 
 
 def match_conditions(webhook: Webhook, activation: dict) -> str | None:
-    """"skip" when a condition is false, an error text when one errs (no false), else None."""
+    """"skip" if a condition is false; else an error text if one did not give a bool; else None."""
     errors = []
     for condition in webhook.spec.get("matchConditions", []):
         try:
             verdict = _program(condition["expression"]).evaluate(activation)
         except celpy.CELEvalError as exc:
             verdict = exc
-        if verdict is False or (isinstance(verdict, celpy.celtypes.BoolType) and not verdict):
-            return "skip"
         if not isinstance(verdict, celpy.celtypes.BoolType):
             errors.append(f"matchCondition {condition['name']!r}: {verdict!r}")
+        elif not verdict:
+            return "skip"
     return "; ".join(errors) or None
 
 
-def apply_patch(obj: dict, ops: list) -> dict:
+def _apply_patch(obj: dict, ops: list) -> dict:
     """Apply an RFC 6902 patch with Kubernetes' own engine (`kubectl patch --local`)."""
     done = subprocess.run(["kubectl", "patch", "--local", "--type", "json", "-f", "-", "-p",
                            json.dumps(ops), "-o", "json"], input=json.dumps(obj),
-                          capture_output=True, text=True, timeout=30)
+                          capture_output=True, text=True, timeout=30, check=False)
     if done.returncode:
-        raise WebhookError(f"JSON patch failed to apply: {done.stderr.strip()}")
+        raise _Refused(f"Internal error occurred: JSON patch failed: {done.stderr.strip()}")
     return json.loads(done.stdout)
 
 
 def schema_error(obj: dict) -> tuple[str | None, bool]:
-    """(kubernetes-validate's strict error or None, whether a schema existed for the kind)."""
+    """(kubernetes-validate's strict error or None, whether the kind has a schema)."""
     try:
         kubernetes_validate.validate(obj, K8S_VERSION, strict=True)
     except kubernetes_validate.SchemaNotFoundError:
@@ -220,56 +219,73 @@ def schema_error(obj: dict) -> tuple[str | None, bool]:
     return None, True
 
 
-class _Refused(Exception):
-    """The request is refused: by a webhook's answer, or by failurePolicy Fail on an error."""
-
-
 @dataclass
 class Apiserver:
-    """The admission dispatcher over a set of webhooks and Service routes ("host:port" -> port)."""
+    """The dispatcher: webhooks in call order, and Service routes ("host:port" -> loopback port)."""
 
     webhooks: list[Webhook]
     routes: dict[str, int]
-    _connections: dict[str, Connection] = field(default_factory=dict, repr=False)
+    # webhook name -> its kept-alive connection (public: tests check that it is reused)
+    connections: dict[str, Connection] = field(default_factory=dict, repr=False)
 
-    def with_routes(self, **routes: int) -> Apiserver:
-        """A copy whose listed Services lead to other loopback ports (e.g. nothing listening)."""
+    def with_routes(self, routes: dict[str, int]) -> Apiserver:
+        """A copy where these Services ("host:port") lead to other loopback ports."""
         return Apiserver(self.webhooks, {**self.routes, **routes})
 
+    def reconfigured(self, webhook: str, /, **changes: object) -> Apiserver:
+        """A copy where `webhook` has another caBundle or Service name/namespace/port/path."""
+        hooks = []
+        for hook in self.webhooks:
+            spec = copy.deepcopy(hook.spec)
+            for key, value in changes.items() if hook.name == webhook else ():
+                client = spec["clientConfig"]
+                (client if key == "caBundle" else client["service"])[key] = value
+            hooks.append(Webhook(spec, hook.mutating, hook.local))
+        return Apiserver(hooks, self.routes)
+
     def with_local_webhook(self, name: str, patch: Callable[[dict], list]) -> Apiserver:
-        """A copy with one more mutating webhook, in-process, called after the configured ones."""
-        spec = {"name": name, "reinvocationPolicy": "Never", "failurePolicy": "Fail"}
-        local = Webhook("zz-" + name, spec, True, local=patch)
-        hooks = [h for h in self.webhooks if h.mutating] + [local]
-        return Apiserver(hooks + [h for h in self.webhooks if not h.mutating], self.routes)
+        """A copy with another mutating webhook (in-process, always matching) after the others."""
+        local = Webhook({"name": name, "reinvocationPolicy": "Never"}, True, local=patch)
+        mutating = [h for h in self.webhooks if h.mutating]
+        return Apiserver([*mutating, local, *self.webhooks[len(mutating):]], self.routes)
 
     def close(self) -> None:
         """Close every kept-alive connection."""
-        for conn in self._connections.values():
+        for conn in self.connections.values():
             conn.close()
-        self._connections.clear()
+        self.connections.clear()
 
     def admit(self, obj: dict, namespace: str, namespace_labels: dict | None = None,
               operation: str = "CREATE", old: dict | None = None, dry_run: bool = False) -> Result:
         """Admit `obj` as kube-apiserver's webhook admission plugins would; see the module doc."""
         obj = as_received(obj, namespace)
-        old = as_received(old, namespace) if old else None
         gvk, gvr = resource_of(obj)
-        error, checked = schema_error(obj)
-        if not checked and ("." not in gvk["group"] or gvk["group"].endswith(".k8s.io")):
-            return Result(False, obj, f'no matches for kind "{gvk["kind"]}" in version "{obj["apiVersion"]}"')
+        built_in = "." not in gvk["group"] or gvk["group"].endswith(".k8s.io")
+        if built_in and not schema_error(obj)[1]:  # a removed API version, e.g. apps/v1beta1
+            return Result(False, obj, f'no matches for kind "{gvk["kind"]}" '
+                                      f'in version "{obj["apiVersion"]}"')
         namespaced = obj["kind"] not in CLUSTER_KINDS
-        metadata = obj.get("metadata", {})
-        request = {"uid": "", "kind": gvk, "resource": gvr, "requestKind": gvk, "requestResource": gvr,
-                   "name": metadata.get("name", ""), "namespace": namespace if namespaced else "",
-                   "operation": operation, "userInfo": USER, "object": obj, "oldObject": old,
-                   "dryRun": dry_run, "options": {"apiVersion": "meta.k8s.io/v1",
-                                                  "kind": OPTIONS.get(operation, "CreateOptions"),
-                                                  **({"dryRun": ["All"]} if dry_run else {})}}
+        options = {"apiVersion": "meta.k8s.io/v1", "kind": OPTIONS.get(operation, "CreateOptions"),
+                   **({"dryRun": ["All"]} if dry_run else {})}
+        request = {"uid": "", "kind": gvk, "resource": gvr, "requestKind": gvk,
+                   "requestResource": gvr, "name": obj.get("metadata", {}).get("name", ""),
+                   "namespace": namespace if namespaced else "", "operation": operation,
+                   "userInfo": USER, "object": obj,
+                   "oldObject": old and as_received(old, namespace), "dryRun": dry_run,
+                   "options": options}
         labels = {**(namespace_labels or {}), "kubernetes.io/metadata.name": namespace}
         result = Result(True, obj)
         try:
-            self._mutate(request, labels, result)
+            # mutating/dispatcher.go: a change reinvokes, once, every IfNeeded webhook called
+            # before it (a webhook's own change does not reinvoke it).
+            reinvoke, invoked = set(), set()
+            for hook in (h for h in self.webhooks if h.mutating):
+                if self._run(hook, request, labels, result, False):
+                    reinvoke |= invoked
+                if hook.spec.get("reinvocationPolicy") == "IfNeeded":
+                    invoked.add(hook.name)
+            for hook in (h for h in self.webhooks if h.name in reinvoke):
+                self._run(hook, request, labels, result, True)
             for hook in (h for h in self.webhooks if not h.mutating):
                 self._run(hook, request, labels, result, False)
         except _Refused as refusal:
@@ -278,80 +294,62 @@ class Apiserver:
         result.schema_error, result.schema_checked = schema_error(result.obj)
         return result
 
-    def _mutate(self, request: dict, labels: dict, result: Result) -> None:
-        # mutating/dispatcher.go: a change reinvokes every IfNeeded webhook called before it,
-        # once, in a second pass; a webhook's own change does not reinvoke it.
-        reinvoke, invoked = set(), set()
-        mutating = [h for h in self.webhooks if h.mutating]
-        for hook in mutating:
-            if self._run(hook, request, labels, result, False):
-                reinvoke |= invoked
-            if hook.spec.get("reinvocationPolicy") == "IfNeeded":
-                invoked.add(hook.name)
-        for hook in (h for h in mutating if h.name in reinvoke):
-            self._run(hook, request, labels, result, True)
-
-    def _skip(self, hook: Webhook, request: dict, labels: dict) -> str | None:
-        """"skip", an error text (a matchCondition failed to evaluate), or None: call it."""
-        if hook.local:
-            return None
+    def _matches(self, hook: Webhook, request: dict, labels: dict) -> str | None:
+        """"skip", an error text (a matchCondition did not evaluate), or None: call it."""
         obj, old, spec = request["object"], request["oldObject"], hook.spec
         namespaced = bool(request["namespace"])
+        if hook.local:
+            return None
         if not any(rule_matches(r, request["resource"], request["operation"], namespaced)
                    for r in spec.get("rules", [])):
             return "skip"
-        scope = labels if namespaced else obj.get("metadata", {}).get("labels", {})
         # A cluster-scoped object other than a Namespace is never filtered by namespaceSelector.
+        scope = labels if namespaced else obj.get("metadata", {}).get("labels", {})
         if (namespaced or obj["kind"] == "Namespace") and not selector_matches(
                 spec.get("namespaceSelector"), scope):
             return "skip"
-        if not any(selector_matches(spec.get("objectSelector"), o.get("metadata", {}).get("labels", {}))
-                   for o in (obj, old) if o):
+        if not any(selector_matches(spec.get("objectSelector"), (o.get("metadata") or {}).get(
+                "labels", {})) for o in (obj, old) if o):
             return "skip"
-        seen = {k: v for k, v in request.items() if k not in ("object", "oldObject")}
+        bound = {k: v for k, v in request.items() if k not in ("object", "oldObject")}
         return match_conditions(hook, {"object": celpy.json_to_cel(obj),
                                        "oldObject": celpy.json_to_cel(old),
-                                       "request": celpy.json_to_cel(seen)})
+                                       "request": celpy.json_to_cel(bound)})
 
     def _run(self, hook: Webhook, request: dict, labels: dict, result: Result, again: bool) -> bool:
         """Call one webhook if it matches; True when its patch changed the object."""
-        error = self._skip(hook, request, labels)
+        error = self._matches(hook, request, labels)
         if error == "skip":
             return False
-        if not error and request["dryRun"] and hook.spec.get("sideEffects") not in ("None", "NoneOnDryRun"):
-            raise _Refused(f'admission webhook "{hook.name}" does not support dry run')
         call = Call(hook.name, str(uuid.uuid4()), again)
-        answer = None
         if not error:
+            if request["dryRun"] and hook.spec.get("sideEffects") not in ("None", "NoneOnDryRun"):
+                raise _Refused(f'admission webhook "{hook.name}" does not support dry run')
             result.calls.append(call)
             try:
-                answer = hook.local and {"allowed": True, "patch": hook.local(copy.deepcopy(request["object"]))}
-                answer = answer or self._call(hook, {**request, "uid": call.uid}, call.uid)
+                answer = ({"allowed": True, "patch": hook.local(copy.deepcopy(request["object"]))}
+                          if hook.local else self._call(hook, {**request, "uid": call.uid}))
             except WebhookError as exc:
                 error = call.error = str(exc)
         if error:
             if hook.spec.get("failurePolicy", "Fail") == "Ignore":
                 return False
-            raise _Refused(f'Internal error occurred: failed calling webhook "{hook.name}": {error}')
-        call.allowed = answer["allowed"]
+            raise _Refused(f'Internal error occurred: failed calling webhook "{hook.name}": '
+                           f'{error}')
+        call.allowed, call.patch = answer["allowed"], answer.get("patch") or None
         result.warnings += answer.get("warnings", [])
-        if not call.allowed:
+        if not call.allowed:  # the apiserver's webhookerrors.ToStatusErr wording
             status = answer.get("status") or {}
             reason = status.get("message") or status.get("reason")
             raise _Refused(f'admission webhook "{hook.name}" denied the request'
                            + (f": {reason}" if reason else " without explanation"))
-        call.patch = answer.get("patch") or None
-        if not call.patch:
-            return False
-        try:
-            patched = apply_patch(request["object"], call.patch)
-        except WebhookError as exc:  # not a call failure: failurePolicy does not apply
-            raise _Refused(f"Internal error occurred: {exc}") from None
-        changed, request["object"] = patched != request["object"], patched
-        return changed
+        before = request["object"]
+        if call.patch:
+            request["object"] = _apply_patch(before, call.patch)
+        return request["object"] != before
 
-    def _call(self, hook: Webhook, request: dict, uid: str) -> dict:
-        """POST the AdmissionReview; the checked `response`, patch decoded. WebhookError on error."""
+    def _call(self, hook: Webhook, request: dict) -> dict:
+        """POST the AdmissionReview; its checked `response`, patch decoded; or WebhookError."""
         host, path = hook.service()
         url = f'Post "https://{host}{path}"'
         if host not in self.routes:
@@ -368,45 +366,45 @@ class Apiserver:
                 response = conn.getresponse()
                 data = response.read()
                 break
-            except STALE as exc:
-                conn.close()
-                if attempt == 2 or not reused:
-                    raise WebhookError(f"{url}: {exc!r}") from None
             except (OSError, http.client.HTTPException) as exc:
                 conn.close()
-                raise WebhookError(f"{url}: {exc!r}") from None
+                if attempt == 2 or not reused or not isinstance(exc, STALE):
+                    raise WebhookError(f"{url}: {exc!r}") from None
         if response.status != 200:
             raise WebhookError(f"{url}: HTTP {response.status}: {data[:300]!r}")
         try:
             review = json.loads(data)
             answer = review["response"]
-            assert (review["apiVersion"], review["kind"]) == ("admission.k8s.io/v1", "AdmissionReview")
-            assert answer["uid"] == uid and isinstance(answer["allowed"], bool)
+            assert review["apiVersion"] == "admission.k8s.io/v1"
+            assert review["kind"] == "AdmissionReview"
+            assert answer["uid"] == request["uid"] and isinstance(answer["allowed"], bool)
             if "patch" in answer:
                 assert hook.mutating, "validating webhook may not return a patch"
                 assert answer.get("patchType") == "JSONPatch", "patchType must be JSONPatch"
                 answer = {**answer, "patch": json.loads(base64.b64decode(answer["patch"]))}
         except (ValueError, KeyError, TypeError, AssertionError) as exc:
-            raise WebhookError(f"received invalid webhook response: {exc!r}: {data[:300]!r}") from None
+            raise WebhookError(f"received invalid webhook response: {exc!r}: {data[:300]!r}") \
+                from None
         return answer
 
     def _connection(self, hook: Webhook, host: str) -> Connection:
-        # One kept-alive connection per webhook, as the apiserver's per-webhook client keeps.
-        if hook.name not in self._connections:
+        # One kept-alive connection per webhook, like the apiserver's client for each webhook.
+        if hook.name not in self.connections:
             context = ssl.create_default_context()
             context.minimum_version = ssl.TLSVersion.TLSv1_2
-            bundle = hook.spec["clientConfig"].get("caBundle")
-            if bundle:
+            if bundle := hook.spec["clientConfig"].get("caBundle"):
                 context.load_verify_locations(cadata=base64.b64decode(bundle).decode())
-            self._connections[hook.name] = Connection(
-                self.routes[host], context, host.rsplit(":", 1)[0], hook.spec.get("timeoutSeconds", 10))
-        return self._connections[hook.name]
+            self.connections[hook.name] = Connection(self.routes[host], context,
+                                                     host.rsplit(":", 1)[0],
+                                                     hook.spec.get("timeoutSeconds", 10))
+        return self.connections[hook.name]
 
 
-def _resolve(objects: list[dict], service: dict) -> tuple[dict, dict, int]:
-    """The Deployment, container and containerPort behind one webhook's Service port."""
+def _backend(objects: list[dict], service: dict) -> tuple[dict, dict, int]:
+    """The Deployment, container and containerPort behind the webhooks' Service port."""
     [svc] = [o for o in objects if o["kind"] == "Service"
-             and (o["metadata"]["name"], o["metadata"].get("namespace")) == (service["name"], service["namespace"])]
+             and o["metadata"]["name"] == service["name"]
+             and o["metadata"].get("namespace") == service["namespace"]]
     [port] = [p for p in svc["spec"]["ports"] if p["port"] == service.get("port", 443)]
     selector = {"matchLabels": svc["spec"]["selector"]}
     [deployment] = [o for o in objects if o["kind"] == "Deployment" and selector_matches(
@@ -416,23 +414,22 @@ def _resolve(objects: list[dict], service: dict) -> tuple[dict, dict, int]:
         for cport in container.get("ports", []):
             if target in (cport.get("name"), cport["containerPort"]):
                 return deployment, container, cport["containerPort"]
-    raise HarnessError(f"Service {service['name']} port {port['port']}: no container port {target!r}")
+    raise HarnessError(f"Service {service['name']}:{port['port']}: no container port {target!r}")
 
 
-def _mounted(deployment: dict, container: dict, objects: list[dict], workdir: Path,
-             tls_dir: Path) -> dict[str, Path]:
-    """mountPath -> a local folder holding what the kubelet would mount there."""
+def _mounts(deployment: dict, container: dict, objects: list[dict],
+            workdir: Path) -> dict[str, Path]:
+    """mountPath -> a local folder with what the kubelet would mount there (Secret: workdir/tls)."""
     volumes = {v["name"]: v for v in deployment["spec"]["template"]["spec"].get("volumes", [])}
     mounts = {}
     for mount in container.get("volumeMounts", []):
-        volume = volumes[mount["name"]]
-        if "secret" in volume:  # the one Secret: the serving certificate `certs generate` made
-            mounts[mount["mountPath"]] = tls_dir
+        volume, folder = volumes[mount["name"]], workdir / mount["name"]
+        if "secret" in volume:  # the serving certificate, made by `certs generate` below
+            mounts[mount["mountPath"]] = workdir / "tls"
         elif "configMap" in volume:
             [config] = [o for o in objects if o["kind"] == "ConfigMap"
                         and o["metadata"]["name"] == volume["configMap"]["name"]]
-            folder = workdir / "mounts" / mount["name"]
-            folder.mkdir(parents=True)
+            folder.mkdir()
             for key, text in config.get("data", {}).items():
                 (folder / key).write_text(text)
             mounts[mount["mountPath"]] = folder
@@ -440,20 +437,20 @@ def _mounted(deployment: dict, container: dict, objects: list[dict], workdir: Pa
 
 
 def serve_command(container: dict, mounts: dict[str, Path], port: int, declared: int) -> list[str]:
-    """The container's command line, on 127.0.0.1:`port` with mounted paths made local."""
+    """The container's command line, on 127.0.0.1:`port`, mounted paths made local."""
     if container.get("command") != ["python", "-m", "webhook"]:
         raise HarnessError(f"unexpected webhook command {container.get('command')}")
     args = list(container["args"])
-    for index, value in enumerate(args[:-1]):
-        flag, nxt = value, args[index + 1]
-        if flag == "--port" and int(nxt) != declared:
-            raise HarnessError(f"--port {nxt} is not the containerPort {declared} the Service targets")
+    for index, (flag, value) in enumerate(itertools.pairwise(args)):
+        if flag == "--port" and int(value) != declared:
+            raise HarnessError(f"--port {value} is not the containerPort {declared} that the "
+                               "Service targets")
         if flag in ("--host", "--port"):
             args[index + 1] = "127.0.0.1" if flag == "--host" else str(port)
-        elif nxt.startswith("/"):
-            if nxt not in mounts:
-                raise HarnessError(f"{flag} {nxt} is not a mounted volume of the container")
-            args[index + 1] = str(mounts[nxt])
+        elif value.startswith("/"):
+            if value not in mounts:
+                raise HarnessError(f"{flag} {value} is not a mounted volume of the container")
+            args[index + 1] = str(mounts[value])
     return [sys.executable, "-m", "webhook", *args]
 
 
@@ -463,41 +460,40 @@ def running(workdir: Path, target: Path = REPO / "deploy") -> Iterator[tuple[Api
     objects = render(target)
     configs = sorted((o for o in objects if o["kind"].endswith("WebhookConfiguration")),
                      key=lambda o: (not o["kind"].startswith("Mutating"), o["metadata"]["name"]))
-    services = {json.dumps(w["clientConfig"]["service"], sort_keys=True): w["clientConfig"]["service"]
-                for c in configs for w in c["webhooks"]}
-    if len({(s["name"], s["namespace"]) for s in services.values()}) != 1:
-        raise HarnessError(f"the webhooks should use one Service, not {list(services)}")
-    first = next(iter(services.values()))
-    deployment, container, declared = _resolve(objects, first)
-    tls_dir = workdir / "tls"
-    bundle = subprocess.run([sys.executable, "-m", "certs", "generate", "--service", first["name"],
-                             "--namespace", first["namespace"], "--out", str(tls_dir)], cwd=REPO,
-                            check=True, capture_output=True, text=True).stdout.split()[-1]
-    webhooks = []
-    for config in configs:
-        for spec in config["webhooks"]:
-            spec = copy.deepcopy(spec)
-            spec["clientConfig"]["caBundle"] = bundle  # what the lwgpu-certs Job patches in
-            webhooks.append(Webhook(config["metadata"]["name"], spec, config["kind"].startswith("Mutating")))
+    webhooks = [Webhook(copy.deepcopy(spec), c["kind"].startswith("Mutating"))
+                for c in configs for spec in c["webhooks"]]
+    services = {json.dumps(h.spec["clientConfig"]["service"] | {"path": ""}) for h in webhooks}
+    if len(services) != 1:
+        raise HarnessError(f"the webhooks should call one Service port, not {services}")
+    service = webhooks[0].spec["clientConfig"]["service"]
+    deployment, container, declared = _backend(objects, service)
+    bundle = subprocess.run(
+        [sys.executable, "-m", "certs", "generate", "--service", service["name"],
+         "--namespace", service["namespace"], "--out", str(workdir / "tls")],
+        cwd=REPO, check=True, capture_output=True, text=True).stdout.split()[-1]
+    for hook in webhooks:
+        hook.spec["clientConfig"]["caBundle"] = bundle  # what the lwgpu-certs Job patches in
     port = free_port()
-    command = serve_command(container, _mounted(deployment, container, objects, workdir, tls_dir),
-                            port, declared)
-    routes = {Webhook("", {"clientConfig": {"service": s}}, False).service()[0]: port
-              for s in services.values()}
+    mounts = _mounts(deployment, container, objects, workdir)
+    command = serve_command(container, mounts, port, declared)
+    host = webhooks[0].service()[0]
     stdout, stderr = workdir / "server.stdout", workdir / "server.stderr"
     environment = {k: v for k, v in os.environ.items() if k != "PROMETHEUS_MULTIPROC_DIR"}
     with open(stdout, "wb") as out, open(stderr, "wb") as err:
         process = subprocess.Popen(command, cwd=REPO, env=environment, stdout=out, stderr=err)
-    server = Server(process, port, tls_dir / "ca.crt", stdout, stderr)
-    apiserver = Apiserver(webhooks, routes)
+    server = Server(process, port, workdir / "tls" / "ca.crt", stdout, stderr)
+    apiserver = Apiserver(webhooks, {host: port})
+
+    def ready() -> bool:
+        if process.poll() is not None:
+            raise HarnessError(f"server exited with {process.returncode}:\n{stderr.read_text()}")
+        conn = server.connect(host.rsplit(":", 1)[0])
+        with contextlib.suppress(OSError), contextlib.closing(conn):
+            return conn.call("GET", "/readyz")[0] == 200
+        return False
+
     try:
-        def healthy() -> bool:
-            if process.poll() is not None:
-                raise HarnessError(f"server exited with {process.returncode}:\n{stderr.read_text()}")
-            with contextlib.suppress(OSError):
-                return server.get("/readyz")[0] == 200
-            return False
-        wait_for(healthy, 30, what="/readyz of the webhook server")
+        wait_for(ready, 30, what="/readyz of the webhook server")
         yield apiserver, server
     finally:
         apiserver.close()
