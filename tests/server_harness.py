@@ -34,7 +34,9 @@ SNI = f"{SERVICE}.{NAMESPACE}.svc"
 T = TypeVar("T")
 
 
-def wait_for(check: Callable[[], T], timeout: float = 10.0, interval: float = 0.05, what: str = "") -> T:
+def wait_for(
+    check: Callable[[], T], timeout: float = 10.0, interval: float = 0.05, what: str = ""
+) -> T:
     """Poll ``check`` until it returns something truthy; fail after ``timeout`` seconds."""
     deadline = time.monotonic() + timeout
     while True:
@@ -54,7 +56,7 @@ def free_port() -> int:
 
 
 def make_certs(directory: Path, **kwargs) -> Path:
-    """A real CA and serving certificate for the webhook Service (plus localhost) in ``directory``."""
+    """A real CA and serving certificate for the webhook Service and localhost in ``directory``."""
     certs.generate(directory, SERVICE, NAMESPACE, dns=("localhost",), ips=("127.0.0.1",), **kwargs)
     return directory
 
@@ -69,7 +71,9 @@ def client_context(*ca_files: Path) -> ssl.SSLContext:
 class Connection(http.client.HTTPSConnection):
     """An HTTPS connection to a loopback port that sends (and verifies) another host name."""
 
-    def __init__(self, port: int, context: ssl.SSLContext, server_hostname: str = SNI, timeout: float = 10):
+    def __init__(
+        self, port: int, context: ssl.SSLContext, server_hostname: str = SNI, timeout: float = 10
+    ):
         super().__init__("127.0.0.1", port, context=context, timeout=timeout)
         self.server_hostname = server_hostname
 
@@ -78,8 +82,9 @@ class Connection(http.client.HTTPSConnection):
         raw = socket.create_connection((self.host, self.port), self.timeout)
         self.sock = self._context.wrap_socket(raw, server_hostname=self.server_hostname)
 
-    def call(self, method: str, path: str, body: bytes | None = None,
-             headers: dict | None = None) -> tuple[int, http.client.HTTPMessage, bytes]:
+    def call(
+        self, method: str, path: str, body: bytes | None = None, headers: dict | None = None
+    ) -> tuple[int, http.client.HTTPMessage, bytes]:
         """One request on this (possibly kept-alive) connection: status, headers, body."""
         self.request(method, path, body=body, headers=headers or {})
         response = self.getresponse()
@@ -87,8 +92,9 @@ class Connection(http.client.HTTPSConnection):
 
     def review(self, endpoint: str, review: dict) -> tuple[int, dict]:
         """POST an AdmissionReview to ``/mutate`` or ``/validate``; status and parsed body."""
-        status, _, data = self.call("POST", f"/{endpoint}", orjson.dumps(review),
-                                    {"Content-Type": "application/json"})
+        status, _, data = self.call(
+            "POST", f"/{endpoint}", orjson.dumps(review), {"Content-Type": "application/json"}
+        )
         return status, orjson.loads(data)
 
 
@@ -121,13 +127,17 @@ class Server:
         """``/metrics`` parsed: (sample name, label items) -> value."""
         status, data = self.get("/metrics")
         assert status == 200, data
-        return {(s.name, frozenset(s.labels.items())): s.value
-                for family in text_string_to_metric_families(data.decode())
-                for s in family.samples}
+        return {
+            (s.name, frozenset(s.labels.items())): s.value
+            for family in text_string_to_metric_families(data.decode())
+            for s in family.samples
+        }
 
     def log_lines(self) -> list[dict]:
         """The per-review JSON lines the server wrote to stdout so far."""
-        return [orjson.loads(line) for line in self.stdout.read_bytes().splitlines() if line.strip()]
+        return [
+            orjson.loads(line) for line in self.stdout.read_bytes().splitlines() if line.strip()
+        ]
 
     def stop(self, timeout: float = 40) -> int:
         """SIGTERM (graceful) and wait; SIGKILL if it overstays. The exit status."""
@@ -140,9 +150,18 @@ class Server:
         return self.process.wait()
 
 
-def start(workdir: Path, policies: Path, tls_dir: Path | None, *, workers: int = 2, threads: int = 4,
-          env: dict | None = None, timeout: float = 30,
-          launcher: tuple[str, ...] = (sys.executable, "-m", "webhook"), ca: Path | None = None) -> Server:
+def start(
+    workdir: Path,
+    policies: Path,
+    tls_dir: Path | None,
+    *,
+    workers: int = 2,
+    threads: int = 4,
+    env: dict | None = None,
+    timeout: float = 30,
+    launcher: tuple[str, ...] = (sys.executable, "-m", "webhook"),
+    ca: Path | None = None,
+) -> Server:
     """Launch the server and return once ``/healthz`` answers over verified TLS.
 
     ``tls_dir=None`` passes no TLS flag (the development certificate; then give ``ca``);
@@ -151,8 +170,19 @@ def start(workdir: Path, policies: Path, tls_dir: Path | None, *, workers: int =
     port = free_port()
     stdout, stderr = workdir / "server.stdout", workdir / "server.stderr"
     tls = ["--tls-dir", str(tls_dir)] if tls_dir is not None else []
-    command = [*launcher, "serve", "--port", str(port), "--policies", str(policies), *tls,
-               "--workers", str(workers), "--threads", str(threads)]
+    command = [
+        *launcher,
+        "serve",
+        "--port",
+        str(port),
+        "--policies",
+        str(policies),
+        *tls,
+        "--workers",
+        str(workers),
+        "--threads",
+        str(threads),
+    ]
     environment = {k: v for k, v in os.environ.items() if k != "PROMETHEUS_MULTIPROC_DIR"}
     environment.update(env or {})
     with open(stdout, "wb") as out, open(stderr, "wb") as err:
@@ -176,7 +206,9 @@ def start(workdir: Path, policies: Path, tls_dir: Path | None, *, workers: int =
 
 
 @contextlib.contextmanager
-def serving(workdir: Path, policies: Path, tls_dir: Path | None = None, **kwargs) -> Iterator[Server]:
+def serving(
+    workdir: Path, policies: Path, tls_dir: Path | None = None, **kwargs
+) -> Iterator[Server]:
     """``start`` (creating certificates in ``workdir/tls`` unless given), yield, then ``stop``."""
     if tls_dir is None:
         tls_dir = make_certs(workdir / "tls")
@@ -187,8 +219,14 @@ def serving(workdir: Path, policies: Path, tls_dir: Path | None = None, **kwargs
         server.stop()
 
 
-def admission_review(obj: dict, *, uid: str = "7f0b2a4e-0001-4c6b-9a55-3f1d2c9b8a01", operation: str = "CREATE",
-                     namespace: str = "team-a", dry_run: bool = False) -> dict:
+def admission_review(
+    obj: dict,
+    *,
+    uid: str = "7f0b2a4e-0001-4c6b-9a55-3f1d2c9b8a01",
+    operation: str = "CREATE",
+    namespace: str = "team-a",
+    dry_run: bool = False,
+) -> dict:
     """An ``admission.k8s.io/v1`` AdmissionReview as the apiserver sends it for ``obj``."""
     group, _, version = obj["apiVersion"].rpartition("/")
     plural = obj["kind"].lower() + "s"
@@ -212,13 +250,25 @@ def admission_review(obj: dict, *, uid: str = "7f0b2a4e-0001-4c6b-9a55-3f1d2c9b8
     }
 
 
-def gpu_pod(limits: dict, *, name: str = "trainer", generate_name: str | None = None,
-            node_selector: dict | None = None) -> dict:
-    """A one-container Pod with ``limits``; ``generate_name`` replaces the name (ReplicaSet pods)."""
+def gpu_pod(
+    limits: dict,
+    *,
+    name: str = "trainer",
+    generate_name: str | None = None,
+    node_selector: dict | None = None,
+) -> dict:
+    """A one-container Pod with ``limits``; ``generate_name`` replaces ``name`` if given."""
     metadata = {"generateName": generate_name} if generate_name else {"name": name}
-    spec: dict = {"containers": [{"name": "cuda", "image": "nvidia/cuda:12.4.1-base-ubuntu22.04",
-                                  "env": [{"name": "API_TOKEN", "value": "s3cr3t"}],
-                                  "resources": {"limits": limits}}]}
+    spec: dict = {
+        "containers": [
+            {
+                "name": "cuda",
+                "image": "nvidia/cuda:12.4.1-base-ubuntu22.04",
+                "env": [{"name": "API_TOKEN", "value": "s3cr3t"}],
+                "resources": {"limits": limits},
+            }
+        ]
+    }
     if node_selector:
         spec["nodeSelector"] = node_selector
     return {"apiVersion": "v1", "kind": "Pod", "metadata": metadata, "spec": spec}

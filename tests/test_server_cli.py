@@ -18,8 +18,10 @@ from webhook.server import cli
 
 POLICY = REPO / "policies" / "default.yaml"
 # Runs the real command line with the development folder moved out of the repository.
-REDIRECTED = ("import sys; from pathlib import Path; import webhook.server.cli as c; "
-              "c.DEV_CERTS = Path(sys.argv.pop(1)); from webhook.cli import main; sys.exit(main())")
+REDIRECTED = (
+    "import sys; from pathlib import Path; import webhook.server.cli as c; "
+    "c.DEV_CERTS = Path(sys.argv.pop(1)); from webhook.cli import main; sys.exit(main())"
+)
 
 
 @pytest.fixture(scope="module")
@@ -28,25 +30,40 @@ def pairs(tmp_path_factory):
     return make_certs(root / "a"), make_certs(root / "b")
 
 
-@pytest.mark.parametrize("flags,message", [
-    (["--tls-dir", "{a}", "--tls-cert", "{a}/tls.crt"], "--tls-dir cannot be combined with --tls-cert/--tls-key"),
-    (["--tls-cert", "{a}/tls.crt"], "--tls-cert and --tls-key must be given together"),
-    (["--tls-key", "{a}/tls.key"], "--tls-cert and --tls-key must be given together"),
-    (["--tls-dir", "{empty}"], "cannot load TLS certificate {empty}/tls.crt / key {empty}/tls.key"),
-    (["--tls-cert", "{a}/tls.crt", "--tls-key", "{b}/tls.key"], "cannot load TLS certificate {a}/tls.crt"),
-])
+@pytest.mark.parametrize(
+    "flags,message",
+    [
+        (
+            ["--tls-dir", "{a}", "--tls-cert", "{a}/tls.crt"],
+            "--tls-dir cannot be combined with --tls-cert/--tls-key",
+        ),
+        (["--tls-cert", "{a}/tls.crt"], "--tls-cert and --tls-key must be given together"),
+        (["--tls-key", "{a}/tls.key"], "--tls-cert and --tls-key must be given together"),
+        (
+            ["--tls-dir", "{empty}"],
+            "cannot load TLS certificate {empty}/tls.crt / key {empty}/tls.key",
+        ),
+        (
+            ["--tls-cert", "{a}/tls.crt", "--tls-key", "{b}/tls.key"],
+            "cannot load TLS certificate {a}/tls.crt",
+        ),
+    ],
+)
 def test_unusable_tls_flags_exit_2(pairs, tmp_path, capsys, flags, message):
     names = {"a": pairs[0], "b": pairs[1], "empty": tmp_path}
     assert main(["serve", *(f.format(**names) for f in flags)]) == 2
     assert f"webhook serve: error: {message.format(**names)}" in capsys.readouterr().err
 
 
-@pytest.mark.parametrize("flags,message", [
-    (["--port", "0"], "must be a TCP port (1-65535), got 0"),
-    (["--port", "70000"], "must be a TCP port (1-65535), got 70000"),
-    (["--workers", "0"], "must be at least 1, got 0"),
-    (["--threads", "-2"], "must be at least 1, got -2"),
-])
+@pytest.mark.parametrize(
+    "flags,message",
+    [
+        (["--port", "0"], "must be a TCP port (1-65535), got 0"),
+        (["--port", "70000"], "must be a TCP port (1-65535), got 70000"),
+        (["--workers", "0"], "must be at least 1, got 0"),
+        (["--threads", "-2"], "must be at least 1, got -2"),
+    ],
+)
 def test_bad_numbers_are_usage_errors(capsys, flags, message):
     with pytest.raises(SystemExit) as exited:
         main(["serve", *flags])
@@ -66,9 +83,14 @@ def test_development_certificate_is_created_once(tmp_path, monkeypatch, capsys):
     monkeypatch.setattr(cli, "DEV_CERTS", tmp_path / "dev")
     certfile, keyfile = cli.development_pair(9443)
     first = certfile.read_bytes()
-    sans = x509.load_pem_x509_certificate(first).extensions.get_extension_for_class(
-        x509.SubjectAlternativeName).value
-    assert {"localhost", "lwgpu-webhook.lwgpu-system.svc"} <= set(sans.get_values_for_type(x509.DNSName))
+    sans = (
+        x509.load_pem_x509_certificate(first)
+        .extensions.get_extension_for_class(x509.SubjectAlternativeName)
+        .value
+    )
+    assert {"localhost", "lwgpu-webhook.lwgpu-system.svc"} <= set(
+        sans.get_values_for_type(x509.DNSName)
+    )
     assert [str(ip) for ip in sans.get_values_for_type(x509.IPAddress)] == ["127.0.0.1"]
     assert "https://localhost:9443/healthz" in capsys.readouterr().err
     cli.development_pair(9443)
@@ -78,14 +100,28 @@ def test_development_certificate_is_created_once(tmp_path, monkeypatch, capsys):
 @pytest.mark.skipif(shutil.which("curl") is None, reason="curl is not installed")
 def test_serve_without_tls_flags_answers_the_printed_curl(tmp_path):
     dev = tmp_path / "dev-certs"
-    server = start(tmp_path, POLICY, None, launcher=(sys.executable, "-c", REDIRECTED, str(dev)),
-                   ca=dev / "ca.crt")
+    server = start(
+        tmp_path,
+        POLICY,
+        None,
+        launcher=(sys.executable, "-c", REDIRECTED, str(dev)),
+        ca=dev / "ca.crt",
+    )
     try:
-        hint = wait_for(lambda: re.search(r"try: (curl .*)", server.stderr.read_text()), what="the curl hint")
+        hint = wait_for(
+            lambda: re.search(r"try: (curl .*)", server.stderr.read_text()), what="the curl hint"
+        )
         command = shlex.split(hint.group(1))
-        answer = subprocess.run(command, cwd=REPO, capture_output=True, text=True, timeout=30, check=False)
+        answer = subprocess.run(
+            command, cwd=REPO, capture_output=True, text=True, timeout=30, check=False
+        )
     finally:
         server.stop()
-    assert command == ["curl", "--cacert", str(dev / "ca.crt"), f"https://localhost:{server.port}/healthz"]
+    assert command == [
+        "curl",
+        "--cacert",
+        str(dev / "ca.crt"),
+        f"https://localhost:{server.port}/healthz",
+    ]
     assert answer.returncode == 0, answer.stderr
     assert answer.stdout == '{"status":"ok"}'

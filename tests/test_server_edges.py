@@ -47,11 +47,17 @@ def read_response(sock) -> http.client.HTTPResponse:
 
 
 def raw_request(method: str, path: str, headers: list[str], body: bytes = b"") -> bytes:
-    return "\r\n".join([f"{method} {path} HTTP/1.1", "Host: lwgpu-webhook", *headers, "", ""]).encode() + body
+    return (
+        "\r\n".join([f"{method} {path} HTTP/1.1", "Host: lwgpu-webhook", *headers, "", ""]).encode()
+        + body
+    )
 
 
 def chunked(data: bytes, size: int = 1 << 20) -> bytes:
-    chunks = [b"%x\r\n%s\r\n" % (len(data[i:i + size]), data[i:i + size]) for i in range(0, len(data), size)]
+    chunks = [
+        b"%x\r\n%s\r\n" % (len(data[i : i + size]), data[i : i + size])
+        for i in range(0, len(data), size)
+    ]
     return b"".join(chunks) + b"0\r\n\r\n"
 
 
@@ -64,27 +70,73 @@ def assert_golden(name: str, data: bytes) -> None:
     golden = GOLDEN / f"{name}.json"
     if os.environ.get("LWGPU_UPDATE_GOLDEN"):
         golden.parent.mkdir(parents=True, exist_ok=True)
-        golden.write_bytes(orjson.dumps(body, option=orjson.OPT_INDENT_2 | orjson.OPT_APPEND_NEWLINE))
+        golden.write_bytes(
+            orjson.dumps(body, option=orjson.OPT_INDENT_2 | orjson.OPT_APPEND_NEWLINE)
+        )
     assert body == orjson.loads(golden.read_bytes())
 
 
 # golden name, expected status, raw request
 EDGE_CASES = [
-    ("wrong-content-type", 415, raw_request("POST", "/mutate", ["Content-Type: text/plain",
-                                                                f"Content-Length: {len(REVIEW)}"], REVIEW)),
-    ("no-content-type", 415, raw_request("POST", "/validate", [f"Content-Length: {len(REVIEW)}"], REVIEW)),
-    ("too-large-declared", 413, raw_request("POST", "/mutate", [JSON, f"Content-Length: {MAX_BODY_BYTES + 1}"])),
-    ("too-large-chunked", 413, raw_request("POST", "/mutate", [JSON, "Transfer-Encoding: chunked"],
-                                           chunked(b" " * (MAX_BODY_BYTES + 1)))),
+    (
+        "wrong-content-type",
+        415,
+        raw_request(
+            "POST",
+            "/mutate",
+            ["Content-Type: text/plain", f"Content-Length: {len(REVIEW)}"],
+            REVIEW,
+        ),
+    ),
+    (
+        "no-content-type",
+        415,
+        raw_request("POST", "/validate", [f"Content-Length: {len(REVIEW)}"], REVIEW),
+    ),
+    (
+        "too-large-declared",
+        413,
+        raw_request("POST", "/mutate", [JSON, f"Content-Length: {MAX_BODY_BYTES + 1}"]),
+    ),
+    (
+        "too-large-chunked",
+        413,
+        raw_request(
+            "POST",
+            "/mutate",
+            [JSON, "Transfer-Encoding: chunked"],
+            chunked(b" " * (MAX_BODY_BYTES + 1)),
+        ),
+    ),
     ("no-content-length", 400, raw_request("POST", "/mutate", [JSON])),
     ("empty-body", 400, raw_request("POST", "/mutate", with_length(b""))),
-    ("malformed-json", 400, raw_request("POST", "/mutate", with_length(b'{"apiVersion": "adm'), b'{"apiVersion": "adm')),
-    ("not-utf8", 400, raw_request("POST", "/mutate", with_length(b'{"a": "\xff"}'), b'{"a": "\xff"}')),
-    ("pod-not-review", 400, raw_request("POST", "/mutate", with_length(orjson.dumps(gpu_pod({}))),
-                                        orjson.dumps(gpu_pod({})))),
-    ("review-v1beta1", 400, raw_request(
-        "POST", "/validate", with_length(REVIEW.replace(b"admission.k8s.io/v1", b"admission.k8s.io/v1beta1")),
-        REVIEW.replace(b"admission.k8s.io/v1", b"admission.k8s.io/v1beta1"))),
+    (
+        "malformed-json",
+        400,
+        raw_request("POST", "/mutate", with_length(b'{"apiVersion": "adm'), b'{"apiVersion": "adm'),
+    ),
+    (
+        "not-utf8",
+        400,
+        raw_request("POST", "/mutate", with_length(b'{"a": "\xff"}'), b'{"a": "\xff"}'),
+    ),
+    (
+        "pod-not-review",
+        400,
+        raw_request(
+            "POST", "/mutate", with_length(orjson.dumps(gpu_pod({}))), orjson.dumps(gpu_pod({}))
+        ),
+    ),
+    (
+        "review-v1beta1",
+        400,
+        raw_request(
+            "POST",
+            "/validate",
+            with_length(REVIEW.replace(b"admission.k8s.io/v1", b"admission.k8s.io/v1beta1")),
+            REVIEW.replace(b"admission.k8s.io/v1", b"admission.k8s.io/v1beta1"),
+        ),
+    ),
     ("get-mutate", 405, raw_request("GET", "/mutate", [])),
     ("unknown-path", 404, raw_request("POST", "/admit", with_length(REVIEW), REVIEW)),
 ]
@@ -104,7 +156,9 @@ def test_413_arrives_while_the_client_is_still_sending(server):
     declared = 4 * MAX_BODY_BYTES
     first_part = REVIEW[:-1] + b" " * 65536
     with tls_socket(server) as sock:
-        sock.sendall(raw_request("POST", "/mutate", [JSON, f"Content-Length: {declared}"]) + first_part)
+        sock.sendall(
+            raw_request("POST", "/mutate", [JSON, f"Content-Length: {declared}"]) + first_part
+        )
         # Nothing more is sent: the answer must come without the server waiting for the body.
         response = read_response(sock)
         assert sock.recv(1) == b""
@@ -132,14 +186,22 @@ def test_unexpected_exception_is_a_500_naming_the_uid(capfd):
     response = client.post("/mutate", data=REVIEW, content_type="application/json")
     assert response.status_code == 500
     assert response.get_json() == {
-        "apiVersion": "v1", "kind": "Status", "status": "Failure", "code": 500, "reason": "InternalError",
-        "message": "internal error while reviewing edge-uid: AttributeError", "details": {"uid": "edge-uid"}}
+        "apiVersion": "v1",
+        "kind": "Status",
+        "status": "Failure",
+        "code": 500,
+        "reason": "InternalError",
+        "message": "internal error while reviewing edge-uid: AttributeError",
+        "details": {"uid": "edge-uid"},
+    }
     line = orjson.loads(capfd.readouterr().out.splitlines()[-1])
     assert (line["uid"], line["status"], line["decision"]) == ("edge-uid", 500, "error")
 
 
 def test_no_policy_yet_is_a_503_naming_the_uid(tmp_path, capfd):
-    waiting = types.SimpleNamespace(current=None, path=tmp_path / "p.yaml", error="no such file", generation=0)
+    waiting = types.SimpleNamespace(
+        current=None, path=tmp_path / "p.yaml", error="no such file", generation=0
+    )
     client = create_app(waiting).test_client()
     response = client.post("/validate", data=REVIEW, content_type="application/json")
     ready = client.get("/readyz")

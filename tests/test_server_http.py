@@ -20,8 +20,19 @@ from tests.server_harness import REPO, admission_review, gpu_pod, serving, wait_
 
 DEFAULT_POLICY = REPO / "policies" / "default.yaml"
 SEED_SELECTOR = {"aliyun.accelerator/nvidia_mem": "2048MiB"}
-LOG_FIELDS = {"uid", "namespace", "name", "kind", "operation", "endpoint", "status", "decision",
-              "profile", "dry_run", "duration_ms"}
+LOG_FIELDS = {
+    "uid",
+    "namespace",
+    "name",
+    "kind",
+    "operation",
+    "endpoint",
+    "status",
+    "decision",
+    "profile",
+    "dry_run",
+    "duration_ms",
+}
 
 
 @pytest.fixture(scope="module")
@@ -61,7 +72,9 @@ def test_review_endpoints(server, endpoint, limits, selector, allowed, decision,
     if not allowed:
         assert answer["status"]["code"] == 403 and answer["status"]["message"]
     line = wait_for(lambda: [x for x in server.log_lines() if x["uid"] == uid], what="log line")
-    assert [(x["decision"], x["endpoint"], x["status"]) for x in line] == [(decision, endpoint, 200)]
+    assert [(x["decision"], x["endpoint"], x["status"]) for x in line] == [
+        (decision, endpoint, 200)
+    ]
 
 
 def test_three_reviews_on_one_kept_alive_connection(server):
@@ -77,18 +90,37 @@ def test_three_reviews_on_one_kept_alive_connection(server):
     assert sockets[0] is not None and all(sock is sockets[0] for sock in sockets)
 
 
-@pytest.mark.parametrize("limits,selector,dry_run", [
-    ({"aliyun.com/gpu-mem": 2}, None, False),
-    ({"aliyun.com/gpu-mem": 2}, None, True),
-    ({"nvidia.com/gpu": "2"}, SEED_SELECTOR, False),
-    ({"nvidia.com/gpu": "1"}, SEED_SELECTOR, False),
-])
+@pytest.mark.parametrize(
+    "limits,selector,dry_run",
+    [
+        ({"aliyun.com/gpu-mem": 2}, None, False),
+        ({"aliyun.com/gpu-mem": 2}, None, True),
+        ({"nvidia.com/gpu": "2"}, SEED_SELECTOR, False),
+        ({"nvidia.com/gpu": "1"}, SEED_SELECTOR, False),
+    ],
+)
 def test_answer_equals_review_cli(server, tmp_path, limits, selector, dry_run):
-    review = admission_review(gpu_pod(limits, node_selector=selector), uid="cli-twin", dry_run=dry_run)
+    review = admission_review(
+        gpu_pod(limits, node_selector=selector), uid="cli-twin", dry_run=dry_run
+    )
     path = tmp_path / "review.json"
     path.write_bytes(orjson.dumps(review))
-    cli = subprocess.run([sys.executable, "-m", "webhook", "review", str(path), "--output", "json",
-                          "--policies", str(DEFAULT_POLICY)], cwd=REPO, capture_output=True, check=False)
+    cli = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "webhook",
+            "review",
+            str(path),
+            "--output",
+            "json",
+            "--policies",
+            str(DEFAULT_POLICY),
+        ],
+        cwd=REPO,
+        capture_output=True,
+        check=False,
+    )
     assert cli.returncode in (0, 1), cli.stderr
     status, answer = server.review("mutate", review)
     assert status == 200
@@ -98,14 +130,27 @@ def test_answer_equals_review_cli(server, tmp_path, limits, selector, dry_run):
 def test_log_lines_name_the_review_and_nothing_of_the_object(server):
     pod = gpu_pod({"aliyun.com/gpu-mem": 2}, generate_name="trainer-7d9f8-")
     server.review("mutate", admission_review(pod, uid="log-check", namespace="ml", dry_run=True))
-    [line] = wait_for(lambda: [x for x in server.log_lines() if x["uid"] == "log-check"], what="log line")
+    [line] = wait_for(
+        lambda: [x for x in server.log_lines() if x["uid"] == "log-check"], what="log line"
+    )
     assert set(line) == LOG_FIELDS
     assert {k: line[k] for k in LOG_FIELDS - {"duration_ms"}} == {
-        "uid": "log-check", "namespace": "ml", "name": "trainer-7d9f8-", "kind": "Pod",
-        "operation": "CREATE", "endpoint": "mutate", "status": 200, "decision": "mutated",
-        "profile": "GRID-P4-2Q", "dry_run": True}
+        "uid": "log-check",
+        "namespace": "ml",
+        "name": "trainer-7d9f8-",
+        "kind": "Pod",
+        "operation": "CREATE",
+        "endpoint": "mutate",
+        "status": 200,
+        "decision": "mutated",
+        "profile": "GRID-P4-2Q",
+        "dry_run": True,
+    }
     assert 0 < line["duration_ms"] < 10_000
-    assert b"s3cr3t" not in server.stdout.read_bytes() and b"nvidia/cuda" not in server.stdout.read_bytes()
+    assert (
+        b"s3cr3t" not in server.stdout.read_bytes()
+        and b"nvidia/cuda" not in server.stdout.read_bytes()
+    )
 
 
 @pytest.mark.parametrize("path,code", [("/healthz", 200), ("/readyz", 200)])

@@ -14,7 +14,15 @@ import orjson
 from prometheus_client import CollectorRegistry
 from prometheus_client.multiprocess import MultiProcessCollector
 
-from tests.server_harness import REPO, SNI, admission_review, client_context, gpu_pod, serving, wait_for
+from tests.server_harness import (
+    REPO,
+    SNI,
+    admission_review,
+    client_context,
+    gpu_pod,
+    serving,
+    wait_for,
+)
 from tests.test_server_edges import JSON, raw_request, read_response
 
 POLICY = REPO / "policies" / "default.yaml"
@@ -37,15 +45,23 @@ def reviews_per_worker(metrics_dir: Path, scratch: Path) -> dict[str, float]:
         shutil.copy(db, alone)
         registry = CollectorRegistry()
         MultiProcessCollector(registry, path=str(alone))
-        counts[db.stem] = sum(s.value for m in registry.collect() if m.name == "lwgpu_admission_reviews"
-                              for s in m.samples if s.name.endswith("_total"))
+        counts[db.stem] = sum(
+            s.value
+            for m in registry.collect()
+            if m.name == "lwgpu_admission_reviews"
+            for s in m.samples
+            if s.name.endswith("_total")
+        )
     return counts
 
 
 def test_metrics_count_every_review_across_two_workers(tmp_path):
     metrics_dir = tmp_path / "prometheus"
     plan = [key for key in TRAFFIC for _ in range(15)]
-    with serving(tmp_path, POLICY, workers=2, env={"PROMETHEUS_MULTIPROC_DIR": str(metrics_dir)}) as server:
+    with serving(
+        tmp_path, POLICY, workers=2, env={"PROMETHEUS_MULTIPROC_DIR": str(metrics_dir)}
+    ) as server:
+
         def send(key):
             endpoint, resource, value, selector = key
             pod = gpu_pod({resource: value}, node_selector=SELECTOR if selector else None)
@@ -64,10 +80,14 @@ def test_metrics_count_every_review_across_two_workers(tmp_path):
         before = wait_for(lambda: len(live_pids()) == 2 and live_pids(), what="two live workers")
         victim = min(before)
         os.kill(int(victim), signal.SIGKILL)
-        after = wait_for(lambda: (pids := live_pids()) != before and len(pids) == 2 and pids, what="a new worker")
+        after = wait_for(
+            lambda: (pids := live_pids()) != before and len(pids) == 2 and pids, what="a new worker"
+        )
         # Two workers loaded the policy, then the new one: counters of the dead worker stay.
-        wait_for(lambda: server.metrics()[("lwgpu_policy_reloads_total", frozenset())] == 3,
-                 what="the new worker's policy load")
+        wait_for(
+            lambda: server.metrics()[("lwgpu_policy_reloads_total", frozenset())] == 3,
+            what="the new worker's policy load",
+        )
         metrics = server.metrics()
 
     expected = collections.Counter((key[0], TRAFFIC[key]) for key in plan)
@@ -75,12 +95,19 @@ def test_metrics_count_every_review_across_two_workers(tmp_path):
         labels = frozenset({"endpoint": endpoint, "decision": decision}.items())
         assert metrics[("lwgpu_admission_reviews_total", labels)] == count
     for endpoint in ("mutate", "validate"):
-        histogram = ("lwgpu_admission_review_duration_seconds_count", frozenset({"endpoint": endpoint}.items()))
+        histogram = (
+            "lwgpu_admission_review_duration_seconds_count",
+            frozenset({"endpoint": endpoint}.items()),
+        )
         assert metrics[histogram] == sum(n for (e, _), n in expected.items() if e == endpoint)
     assert victim not in after
     assert metrics[("lwgpu_policy_generation", frozenset())] == 1
     assert 364 * 86400 < metrics[("lwgpu_certificate_expiry_seconds", frozenset())] <= 365 * 86400
-    assert len(per_worker) == 2 and sum(per_worker.values()) == len(plan) and min(per_worker.values()) > 0
+    assert (
+        len(per_worker) == 2
+        and sum(per_worker.values()) == len(plan)
+        and min(per_worker.values()) > 0
+    )
     print(f"\nreviews per worker: {sorted(per_worker.values())}")
 
 
@@ -92,7 +119,10 @@ def test_sigterm_lets_an_in_flight_review_finish(tmp_path):
         with client_context(server.ca).wrap_socket(raw, server_hostname=SNI) as sock:
             sock.sendall(head + body[:100])
             server.process.send_signal(signal.SIGTERM)
-            wait_for(lambda: b"Handling signal: term" in server.stderr.read_bytes(), what="the master's SIGTERM")
+            wait_for(
+                lambda: b"Handling signal: term" in server.stderr.read_bytes(),
+                what="the master's SIGTERM",
+            )
             sock.sendall(body[100:])
             response = read_response(sock)
         assert server.process.wait(30) == 0

@@ -22,8 +22,13 @@ REVIEW = admission_review(gpu_pod({"aliyun.com/gpu-mem": 2}), uid="policy-review
 
 def policy_yaml(*profiles: tuple[str, int]) -> str:
     """A one-policy file governing every namespace with the given (name, MiB) profiles."""
-    lines = ["apiVersion: lwgpu.io/v1alpha1", "kind: LightweightGPUPolicy", "metadata: {name: test}",
-             "spec:", "  profiles:"]
+    lines = [
+        "apiVersion: lwgpu.io/v1alpha1",
+        "kind: LightweightGPUPolicy",
+        "metadata: {name: test}",
+        "spec:",
+        "  profiles:",
+    ]
     lines += [f"  - {{name: {name}, memory: {mib}Mi}}" for name, mib in profiles]
     return "\n".join(lines) + "\n"
 
@@ -77,7 +82,9 @@ class CountingLoader:
 def test_store_reloads_on_change_and_keeps_the_last_good_policy(tmp_path, volume_type):
     volume = volume_type(tmp_path / "policies", TWO_Q)
     loader, loaded, failed = CountingLoader(), [], []
-    store = PolicyStore(volume.path, loader=loader, on_loaded=loaded.append, on_failed=failed.append)
+    store = PolicyStore(
+        volume.path, loader=loader, on_loaded=loaded.append, on_failed=failed.append
+    )
     assert store.poll() and store.generation == 1
     good = store.current
     assert not store.poll() and loader.calls == 1  # unchanged files are not parsed again
@@ -128,7 +135,11 @@ def test_store_thread_polls_until_stopped(tmp_path):
 def profile_of(server) -> str:
     status, body = server.review("mutate", REVIEW)
     assert status == 200, body
-    return next(w for w in body["response"]["warnings"] if " on GRID-" in w).split(" on ")[1].split()[0]
+    return (
+        next(w for w in body["response"]["warnings"] if " on GRID-" in w)
+        .split(" on ")[1]
+        .split()[0]
+    )
 
 
 def metric(server, name: str) -> float:
@@ -140,10 +151,15 @@ def test_server_reloads_a_fixed_policy_and_keeps_the_last_good_one(tmp_path, vol
     volume = volume_type(tmp_path / "policies", TWO_Q)
     with serving(tmp_path, volume.path, workers=2) as server:
         assert profile_of(server) == "GRID-P4-2Q"
-        wait_for(lambda: metric(server, "lwgpu_policy_reloads_total") == 2, what="one load per worker")
+        wait_for(
+            lambda: metric(server, "lwgpu_policy_reloads_total") == 2, what="one load per worker"
+        )
 
         volume.write(BROKEN)
-        wait_for(lambda: metric(server, "lwgpu_policy_reload_failures_total") == 2, what="both workers failing")
+        wait_for(
+            lambda: metric(server, "lwgpu_policy_reload_failures_total") == 2,
+            what="both workers failing",
+        )
         assert {profile_of(server) for _ in range(6)} == {"GRID-P4-2Q"}
         assert server.get("/readyz")[0] == 200
 
@@ -151,12 +167,16 @@ def test_server_reloads_a_fixed_policy_and_keeps_the_last_good_one(tmp_path, vol
         volume.write(FOUR_Q)
         wait_for(lambda: profile_of(server) == "GRID-P4-4Q", what="the fixed policy in use")
         first_use = time.monotonic() - fixed_at
-        wait_for(lambda: metric(server, "lwgpu_policy_reloads_total") == 4, what="both workers reloaded")
+        wait_for(
+            lambda: metric(server, "lwgpu_policy_reloads_total") == 4, what="both workers reloaded"
+        )
         all_workers = time.monotonic() - fixed_at
         assert {profile_of(server) for _ in range(6)} == {"GRID-P4-4Q"}
         assert metric(server, "lwgpu_policy_generation") == 2
-    print(f"\n{volume_type.__name__}: fixed policy first used after {first_use:.3f}s, "
-          f"in every worker after {all_workers:.3f}s")
+    print(
+        f"\n{volume_type.__name__}: fixed policy first used after {first_use:.3f}s, "
+        f"in every worker after {all_workers:.3f}s"
+    )
     assert all_workers < 5
 
 

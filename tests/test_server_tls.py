@@ -21,8 +21,17 @@ import pytest
 from cryptography import x509
 from cryptography.hazmat.primitives.serialization import Encoding
 
-from tests.server_harness import (REPO, SNI, Connection, admission_review, client_context, gpu_pod,
-                                  make_certs, serving, wait_for)
+from tests.server_harness import (
+    REPO,
+    SNI,
+    Connection,
+    admission_review,
+    client_context,
+    gpu_pod,
+    make_certs,
+    serving,
+    wait_for,
+)
 from webhook.server.tls import CertificateReloader
 
 POLICY = REPO / "policies" / "default.yaml"
@@ -47,7 +56,9 @@ def peer_der(sock: ssl.SSLSocket) -> bytes:
     return sock.getpeercert(binary_form=True)
 
 
-@pytest.mark.parametrize("name", [SNI, f"{SNI}.cluster.local", "lwgpu-webhook.lwgpu-system", "localhost"])
+@pytest.mark.parametrize(
+    "name", [SNI, f"{SNI}.cluster.local", "lwgpu-webhook.lwgpu-system", "localhost"]
+)
 def test_certificate_verifies_for_service_names(server, name):
     conn = server.connect(server_hostname=name)
     with contextlib.closing(conn):
@@ -62,10 +73,16 @@ def test_certificate_for_another_name_is_rejected(server):
 
 
 @pytest.mark.filterwarnings("ignore:ssl.TLSVersion.TLSv1:DeprecationWarning")
-@pytest.mark.parametrize("version,accepted", [
-    (ssl.TLSVersion.TLSv1, False), (ssl.TLSVersion.TLSv1_1, False),
-    (ssl.TLSVersion.TLSv1_2, True), (ssl.TLSVersion.TLSv1_3, True),
-], ids=["tls1.0", "tls1.1", "tls1.2", "tls1.3"])
+@pytest.mark.parametrize(
+    "version,accepted",
+    [
+        (ssl.TLSVersion.TLSv1, False),
+        (ssl.TLSVersion.TLSv1_1, False),
+        (ssl.TLSVersion.TLSv1_2, True),
+        (ssl.TLSVersion.TLSv1_3, True),
+    ],
+    ids=["tls1.0", "tls1.1", "tls1.2", "tls1.3"],
+)
 def test_protocol_versions(server, version, accepted):
     context = client_context(server.ca)
     # The client offers only `version`, old ciphers allowed, so a refusal is the server's.
@@ -124,7 +141,9 @@ class ReviewLoop(threading.Thread):
             conn = Connection(self.port, self.context)
             try:
                 status, body = conn.review("mutate", REVIEW)
-                self.results.append((time.monotonic(), (status, body["response"]["uid"]), peer_der(conn.sock)))
+                self.results.append(
+                    (time.monotonic(), (status, body["response"]["uid"]), peer_der(conn.sock))
+                )
             except Exception as exc:  # noqa: BLE001 - every failure is recorded and fails the test
                 self.results.append((time.monotonic(), exc, None))
             finally:
@@ -137,7 +156,9 @@ def test_swapped_certificate_is_served_without_failed_requests(tmp_path, cert_se
     live = tmp_path / "live"
     live.mkdir()
     install(live, first, "..v1")
-    new_der = x509.load_pem_x509_certificate((second / "tls.crt").read_bytes()).public_bytes(Encoding.DER)
+    new_der = x509.load_pem_x509_certificate((second / "tls.crt").read_bytes()).public_bytes(
+        Encoding.DER
+    )
     with serving(tmp_path, POLICY, live) as server:
         loop = ReviewLoop(server.port, client_context(first / "ca.crt", second / "ca.crt"))
         loop.start()
@@ -146,16 +167,21 @@ def test_swapped_certificate_is_served_without_failed_requests(tmp_path, cert_se
             swapped_at = time.monotonic()
             install(live, second, "..v2")
             # Every worker has switched once 20 reviews in a row arrived with the new certificate.
-            wait_for(lambda: [r[2] for r in loop.results[-20:]] == [new_der] * 20, timeout=15,
-                     what="20 reviews in a row with the new certificate")
+            wait_for(
+                lambda: [r[2] for r in loop.results[-20:]] == [new_der] * 20,
+                timeout=15,
+                what="20 reviews in a row with the new certificate",
+            )
         finally:
             loop.stop.set()
             loop.join(10)
     failures = [r[1] for r in loop.results if r[1] != (200, "tls-review")]
     assert failures == []
     first_new = next(r[0] for r in loop.results if r[2] == new_der)
-    print(f"\n{install.__name__}: new certificate served {first_new - swapped_at:.3f}s after the swap, "
-          f"{len(loop.results)} reviews, none failed")
+    print(
+        f"\n{install.__name__}: new certificate served {first_new - swapped_at:.3f}s after swap, "
+        f"{len(loop.results)} reviews, none failed"
+    )
     assert first_new - swapped_at < 5
 
 
@@ -163,7 +189,9 @@ def test_readyz_fails_while_the_certificate_is_unreadable(tmp_path, cert_sets):
     live = shutil.copytree(cert_sets[0], tmp_path / "live")
     with serving(tmp_path, POLICY, live) as server:
         (live / "tls.key").rename(live / "tls.key.away")
-        status, body = wait_for(lambda: (s := server.get("/readyz"))[0] == 503 and s, what="/readyz 503")
+        status, body = wait_for(
+            lambda: (s := server.get("/readyz"))[0] == 503 and s, what="/readyz 503"
+        )
         assert "tls.key" in orjson.loads(body)["problems"][0]
         (live / "tls.key.away").rename(live / "tls.key")
         wait_for(lambda: server.get("/readyz")[0] == 200, what="/readyz 200 again")
@@ -183,7 +211,9 @@ class FakeClock:
 def reloader(tmp_path, cert_sets):
     live = shutil.copytree(cert_sets[0], tmp_path / "live")
     clock, seen = FakeClock(), []
-    cache = CertificateReloader(live / "tls.crt", live / "tls.key", clock=clock, on_change=seen.append)
+    cache = CertificateReloader(
+        live / "tls.crt", live / "tls.key", clock=clock, on_change=seen.append
+    )
     return cache, live, clock, seen
 
 
@@ -203,15 +233,24 @@ def test_reloader_checks_files_at_most_once_per_interval(reloader, cert_sets):
     assert cache.context() is context
     clock.now += 0.5
     assert cache.context() is not context
-    assert seen[-1] == x509.load_pem_x509_certificate((cert_sets[1] / "tls.crt").read_bytes()).not_valid_after_utc
+    assert (
+        seen[-1]
+        == x509.load_pem_x509_certificate(
+            (cert_sets[1] / "tls.crt").read_bytes()
+        ).not_valid_after_utc
+    )
     assert cache.not_after == seen[-1] and seen[0] > seen[-1]
 
 
-@pytest.mark.parametrize("break_files", [
-    lambda live, other: shutil.copy(other / "tls.key", live / "tls.key"),  # key of another pair
-    lambda live, other: (live / "tls.crt").write_text("not a certificate"),
-    lambda live, other: (live / "tls.key").unlink(),
-], ids=["mismatched-pair", "garbage-certificate", "missing-key"])
+@pytest.mark.parametrize(
+    "break_files",
+    [
+        lambda live, other: shutil.copy(other / "tls.key", live / "tls.key"),  # key of another pair
+        lambda live, other: (live / "tls.crt").write_text("not a certificate"),
+        lambda live, other: (live / "tls.key").unlink(),
+    ],
+    ids=["mismatched-pair", "garbage-certificate", "missing-key"],
+)
 def test_reloader_keeps_serving_the_last_good_pair(reloader, cert_sets, break_files):
     cache, live, clock, seen = reloader
     context = cache.context()

@@ -38,7 +38,9 @@ def object_name(request: Mapping) -> str:
     return _text(request, "name") or _text(metadata, "name") or _text(metadata, "generateName")
 
 
-def entry(endpoint: str, status: int, duration_s: float, body: object, result: object = None) -> dict:
+def entry(
+    endpoint: str, status: int, duration_s: float, body: object, result: object = None
+) -> dict:
     """The fields of one line; identity from the review ``result`` when there is one, else the body.
 
     A request that failed before a decision (400, 500) is logged from what the body holds,

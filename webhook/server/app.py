@@ -15,8 +15,15 @@ from collections.abc import Mapping
 
 import orjson
 from flask import Flask, Response, g, request
-from werkzeug.exceptions import BadRequest, HTTPException, RequestEntityTooLarge, ServiceUnavailable
-from werkzeug.exceptions import MethodNotAllowed, NotFound, UnsupportedMediaType
+from werkzeug.exceptions import (
+    BadRequest,
+    HTTPException,
+    MethodNotAllowed,
+    NotFound,
+    RequestEntityTooLarge,
+    ServiceUnavailable,
+    UnsupportedMediaType,
+)
 
 from webhook import admission
 
@@ -61,7 +68,9 @@ def status_body(code: int, message: str, uid: str | None = None) -> bytes:
     return orjson.dumps(status)
 
 
-def _json_response(data: bytes, code: int = 200, headers: Mapping[str, str] | None = None) -> Response:
+def _json_response(
+    data: bytes, code: int = 200, headers: Mapping[str, str] | None = None
+) -> Response:
     return Response(data, status=code, headers=headers, mimetype="application/json")
 
 
@@ -69,17 +78,21 @@ def read_review_body() -> object:
     """The parsed JSON body of the current request, after the edge checks."""
     if request.mimetype != "application/json":
         raise UnsupportedMediaType(
-            f"Content-Type must be application/json, got {request.mimetype or 'none'!r}")
+            f"Content-Type must be application/json, got {request.mimetype or 'none'!r}"
+        )
     length = request.content_length
     if length is not None and length > MAX_BODY_BYTES:
         raise RequestEntityTooLarge(
-            f"request body of {length} bytes exceeds the {MAX_BODY_BYTES}-byte limit")
+            f"request body of {length} bytes exceeds the {MAX_BODY_BYTES}-byte limit"
+        )
     if length is None and request.environ.get("wsgi.input_terminated"):
         # Chunked: gunicorn ends the stream after the last chunk. Reading one byte past the cap
         # tells an oversized body from one that fits (werkzeug's own cap silently truncates).
         data = request.environ["wsgi.input"].read(MAX_BODY_BYTES + 1)
         if len(data) > MAX_BODY_BYTES:
-            raise RequestEntityTooLarge(f"chunked request body exceeds the {MAX_BODY_BYTES}-byte limit")
+            raise RequestEntityTooLarge(
+                f"chunked request body exceeds the {MAX_BODY_BYTES}-byte limit"
+            )
     else:
         data = request.get_data(cache=False)
     if not data:
@@ -108,7 +121,9 @@ def create_app(policies: PolicyStore, certificates: CertificateReloader | None =
             g.uid = _uid(body)
             current = policies.current
             if current is None:
-                raise ServiceUnavailable(f"no policy loaded yet from {policies.path}: {policies.error}")
+                raise ServiceUnavailable(
+                    f"no policy loaded yet from {policies.path}: {policies.error}"
+                )
             try:
                 result = admission.review(body, current, mutate=mutate)
             except admission.BadReview as exc:
@@ -121,7 +136,9 @@ def create_app(policies: PolicyStore, certificates: CertificateReloader | None =
         _record(endpoint, 200, start, body, result)
         return _json_response(payload)
 
-    def _record(endpoint: str, code: int, start: float, body: object, result: object = None) -> None:
+    def _record(
+        endpoint: str, code: int, start: float, body: object, result: object = None
+    ) -> None:
         seconds = time.perf_counter() - start
         if result is None:
             metrics.observe_error(endpoint, code, seconds)
@@ -152,7 +169,9 @@ def create_app(policies: PolicyStore, certificates: CertificateReloader | None =
                 problems.append(certificates.error)
         if problems:
             return _json_response(orjson.dumps({"status": "not ready", "problems": problems}), 503)
-        return _json_response(orjson.dumps({"status": "ready", "policyGeneration": policies.generation}))
+        return _json_response(
+            orjson.dumps({"status": "ready", "policyGeneration": policies.generation})
+        )
 
     @app.get("/metrics")
     def prometheus() -> Response:

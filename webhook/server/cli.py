@@ -37,20 +37,36 @@ def _port(text: str) -> int:
 def register(subparsers: argparse._SubParsersAction) -> None:
     """Add the ``serve`` sub-command."""
     parser = subparsers.add_parser(
-        "serve", help="run the HTTPS admission server (gunicorn)",
+        "serve",
+        help="run the HTTPS admission server (gunicorn)",
         description="Serve /mutate, /validate, /healthz, /readyz and /metrics over HTTPS. "
-                    "Without --tls-* flags a development CA and certificate for localhost are "
-                    f"created in {DEV_CERTS}.")
-    parser.add_argument("--host", default="127.0.0.1", help="address to listen on (default %(default)s)")
+        "Without --tls-* flags a development CA and certificate for localhost are "
+        f"created in {DEV_CERTS}.",
+    )
+    parser.add_argument(
+        "--host", default="127.0.0.1", help="address to listen on (default %(default)s)"
+    )
     parser.add_argument("--port", type=_port, default=8443, help="TCP port (default %(default)s)")
-    parser.add_argument("--policies", type=Path, default=DEFAULT_POLICIES,
-                        help="policy file or directory, reloaded when it changes (default %(default)s)")
+    parser.add_argument(
+        "--policies",
+        type=Path,
+        default=DEFAULT_POLICIES,
+        help="policy file or directory, reloaded when it changes (default %(default)s)",
+    )
     parser.add_argument("--tls-cert", type=Path, metavar="FILE", help="PEM certificate (chain)")
     parser.add_argument("--tls-key", type=Path, metavar="FILE", help="PEM private key")
-    parser.add_argument("--tls-dir", type=Path, metavar="DIR",
-                        help="directory holding tls.crt and tls.key (a kubernetes.io/tls Secret volume)")
-    parser.add_argument("--workers", type=_positive, default=2, help="worker processes (default %(default)s)")
-    parser.add_argument("--threads", type=_positive, default=8, help="threads per worker (default %(default)s)")
+    parser.add_argument(
+        "--tls-dir",
+        type=Path,
+        metavar="DIR",
+        help="directory holding tls.crt and tls.key (a kubernetes.io/tls Secret volume)",
+    )
+    parser.add_argument(
+        "--workers", type=_positive, default=2, help="worker processes (default %(default)s)"
+    )
+    parser.add_argument(
+        "--threads", type=_positive, default=8, help="threads per worker (default %(default)s)"
+    )
     parser.set_defaults(func=run)
 
 
@@ -77,12 +93,19 @@ def development_pair(port: int) -> tuple[Path, Path]:
     import certs
 
     try:
-        certs.generate(DEV_CERTS, DEV_SERVICE, DEV_NAMESPACE, dns=("localhost",), ips=("127.0.0.1",))
+        certs.generate(
+            DEV_CERTS, DEV_SERVICE, DEV_NAMESPACE, dns=("localhost",), ips=("127.0.0.1",)
+        )
     except (certs.CertError, OSError) as exc:
-        raise UsageError(f"cannot create the development certificate in {DEV_CERTS}: {exc}") from None
+        raise UsageError(
+            f"cannot create the development certificate in {DEV_CERTS}: {exc}"
+        ) from None
     ca = DEV_CERTS / "ca.crt"
-    print(f"webhook serve: no --tls-* flags, serving the development certificate from {DEV_CERTS}\n"
-          f"  try: curl --cacert {_shown(ca)} https://localhost:{port}/healthz", file=sys.stderr)
+    print(
+        f"webhook serve: no --tls-* flags, serving the development certificate from {DEV_CERTS}\n"
+        f"  try: curl --cacert {_shown(ca)} https://localhost:{port}/healthz",
+        file=sys.stderr,
+    )
     return DEV_CERTS / "tls.crt", DEV_CERTS / "tls.key"
 
 
@@ -98,12 +121,15 @@ def run(args: argparse.Namespace) -> int:
 
     try:
         certfile, keyfile = tls_files(args)
-        settings = ServeSettings(args.host, args.port, args.policies, certfile, keyfile,
-                                 args.workers, args.threads)
+        settings = ServeSettings(
+            args.host, args.port, args.policies, certfile, keyfile, args.workers, args.threads
+        )
         try:
             application = WebhookApplication(settings)
         except (OSError, ssl.SSLError, ValueError) as exc:
-            raise UsageError(f"cannot load TLS certificate {certfile} / key {keyfile}: {exc}") from None
+            raise UsageError(
+                f"cannot load TLS certificate {certfile} / key {keyfile}: {exc}"
+            ) from None
     except UsageError as exc:
         print(f"webhook serve: error: {exc}", file=sys.stderr)
         return 2

@@ -84,7 +84,9 @@ def _log_to_stderr() -> None:
     # Policy reloads and certificate swaps are operational events: stderr, next to
     # gunicorn's own log, while stdout carries only the per-review JSON lines.
     handler = logging.StreamHandler(sys.stderr)
-    handler.setFormatter(logging.Formatter("[%(asctime)s] [%(process)d] [%(levelname)s] %(name)s: %(message)s"))
+    handler.setFormatter(
+        logging.Formatter("[%(asctime)s] [%(process)d] [%(levelname)s] %(name)s: %(message)s")
+    )
     package = logging.getLogger("webhook")
     package.addHandler(handler)
     package.setLevel(logging.INFO)
@@ -137,8 +139,9 @@ class WebhookApplication(BaseApplication):
         from .policy_store import PolicyStore
 
         _log_to_stderr()
-        store = PolicyStore(self.settings.policies, on_loaded=metrics.policy_loaded,
-                            on_failed=metrics.policy_failed)
+        store = PolicyStore(
+            self.settings.policies, on_loaded=metrics.policy_loaded, on_failed=metrics.policy_failed
+        )
         store.start()
         self.certificates.on_change = metrics.certificate_expires
         metrics.certificate_expires(self.certificates.not_after)

@@ -95,7 +95,9 @@ class PolicyStore:
     def start(self, interval: float = POLL_INTERVAL) -> threading.Thread:
         """Poll now, then every ``interval`` seconds in a daemon thread until ``stop()``."""
         self.poll()
-        thread = threading.Thread(target=self._run, args=(interval,), name="policy-poll", daemon=True)
+        thread = threading.Thread(
+            target=self._run, args=(interval,), name="policy-poll", daemon=True
+        )
         thread.start()
         return thread
 

@@ -108,7 +108,9 @@ class CertificateReloader:
                 not_after = x509.load_pem_x509_certificate(cert_pem).not_valid_after_utc
                 context = build_context(self.certfile, self.keyfile)
                 if self._context is not None:
-                    log.info("TLS certificate reloaded from %s (expires %s)", self.certfile, not_after)
+                    log.info(
+                        "TLS certificate reloaded from %s (expires %s)", self.certfile, not_after
+                    )
                 self._context, self._not_after, self._digest = context, not_after, digest
                 if self.on_change is not None:
                     self.on_change(not_after)
