@@ -13,9 +13,9 @@ do with the install `kubectl kustomize deploy/` renders, and nothing more:
   `matchConditions` in real CEL (cel-python, binding object, oldObject and request); a v1
   AdmissionReview over HTTPS verified against the caBundle with SNI `<service>.<namespace>.svc`,
   one kept-alive connection per webhook, `?timeout=<timeoutSeconds>s` appended as the apiserver
-  does and `timeoutSeconds` enforced; apiVersion, kind and uid of the answer checked; the JSON
-  patch applied by `kubectl patch --local --type json` (Kubernetes' own engine); `failurePolicy`
-  on every call error; one reinvocation pass for `reinvocationPolicy: IfNeeded`.
+  does and `timeoutSeconds` as the socket timeout; apiVersion, kind and uid of the answer
+  checked; the JSON patch applied by `kubectl patch --local --type json` (Kubernetes' own
+  engine); `failurePolicy` on every call error; one reinvocation pass for `IfNeeded`.
 
 Left out: authentication, in-tree admission plugins, defaulting and conversion (nulls are dropped,
 as decoding into Go structs does; removed API versions are refused as not served), name
