@@ -7,14 +7,13 @@ the CLI prints is exactly what the server sends.
 from __future__ import annotations
 
 import base64
-from dataclasses import dataclass
-from typing import Any
+from typing import Any, NamedTuple
 
 import orjson
 
 from .decision import Decision, decide
 from .patch import patch_ops
-from .policy import PolicySet
+from .policy import Policy, PolicySet
 from .quantity import shorten
 
 API_VERSION = "admission.k8s.io/v1"
@@ -26,9 +25,8 @@ class BadReview(ValueError):
     """The body is not an AdmissionReview we can answer (HTTP 400)."""
 
 
-@dataclass(frozen=True)
-class ReviewResult:
-    """The response to send, and the facts the server logs and counts."""
+class ReviewResult(NamedTuple):
+    """The response to send, and the facts the server logs and counts (an immutable named tuple)."""
 
     response: dict
     uid: str
@@ -77,6 +75,33 @@ def _object_name(request: dict) -> str:
     return ""
 
 
+class _Governing:
+    """Which policy governs a namespace, remembered for the `PolicySet` last asked about.
+
+    Matching every policy's namespace globs costs more per review than reading the
+    whole envelope; a `PolicySet` is immutable, so an answer holds until a reload
+    hands over a new set. One (set, table) pair is swapped as a whole, so a thread
+    never reads another set's answers.
+    """
+
+    LIMIT = 4096  # namespaces remembered; a cluster with more simply matches again
+
+    def __init__(self) -> None:
+        self._state: tuple[PolicySet | None, dict] = (None, {})
+
+    def __call__(self, policies: PolicySet, namespace: str) -> Policy | None:
+        known, table = self._state
+        if known is not policies or len(table) >= self.LIMIT:
+            table = {}
+            self._state = (policies, table)
+        if namespace not in table:
+            table[namespace] = policies.for_namespace(namespace)
+        return table[namespace]
+
+
+_governing = _Governing()
+
+
 def review(body: Any, policies: PolicySet, *, mutate: bool = True) -> ReviewResult:
     """Decide one AdmissionReview and build the AdmissionReview to answer it with.
 
@@ -90,7 +115,7 @@ def review(body: Any, policies: PolicySet, *, mutate: bool = True) -> ReviewResu
     if request.get("subResource"):
         decision = Decision("skipped", request.get("object"), reason="subresource")
     else:
-        policy = policies.for_namespace(namespace) if namespace else None
+        policy = _governing(policies, namespace) if namespace else None
         decision = decide(request.get("object"), policy, operation=operation,
                           kind=(gvk.get("group", ""), gvk["kind"]))
     response: dict[str, Any] = {"uid": request["uid"], "allowed": decision.allowed}

@@ -7,8 +7,7 @@ where maps belong and quantities of every spelling must lead to a decision or a
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import Any
+from typing import Any, NamedTuple
 
 from . import quantity
 from .policy import GPU_RESOURCE, Policy
@@ -21,9 +20,8 @@ class Refusal(Exception):
     """The pod cannot run on a lightweight GPU; the message is for the kubectl user."""
 
 
-@dataclass(frozen=True)
-class Ask:
-    """One container's GPU needs."""
+class Ask(NamedTuple):
+    """One container's GPU needs (an immutable named tuple)."""
 
     section: str  # "containers" or "initContainers"
     index: int
@@ -68,11 +66,18 @@ def _value(limits: dict, requests: dict, resource: str, where: str) -> Any:
     return limits[resource] if resource in limits else requests.get(resource)
 
 
+def _names_gpu(limits: dict, requests: dict, policy: Policy) -> bool:
+    if GPU_RESOURCE in limits or GPU_RESOURCE in requests:
+        return True
+    for resource in policy.memory_resources:
+        if resource in limits or resource in requests:
+            return True
+    return False
+
+
 def mentions_gpu(container: dict, policy: Policy) -> bool:
     """True when the container names nvidia.com/gpu or one of the policy's memory resources."""
-    limits, requests = _maps(container)
-    names = set(limits) | set(requests)
-    return GPU_RESOURCE in names or any(r in names for r in policy.memory_resources)
+    return _names_gpu(*_maps(container), policy)
 
 
 def containers(spec: dict, section: str) -> list[tuple[int, dict]]:
@@ -127,8 +132,11 @@ def read_asks(spec: dict, annotations: dict, policy: Policy, prefix: str) -> lis
     asks = []
     for section in SECTIONS:
         for index, container in containers(spec, section):
-            where = f"{prefix}spec.{section}[{index}]"
             limits, requests = _maps(container)
+            # Most containers of a big pod ask no GPU: skip them before building any text.
+            if not _names_gpu(limits, requests, policy) and target != (section, index):
+                continue
+            where = f"{prefix}spec.{section}[{index}]"
             memory = source = None
             for resource, unit in policy.memory_resources.items():
                 value = _value(limits, requests, resource, where)

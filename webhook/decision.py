@@ -7,8 +7,7 @@ an AdmissionReview response.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import Any
+from typing import Any, NamedTuple
 
 from . import quantity
 from .edit import Editor
@@ -23,12 +22,13 @@ FROM_ANNOTATION = "lwgpu.io/rewritten-from"
 WARNING_LIMIT = 120
 
 
-@dataclass(frozen=True)
-class Decision:
+class Decision(NamedTuple):
     """What to do with one object.
 
     `outcome` is `skipped` (out of scope), `allowed` (in scope, nothing to change),
     `mutated` (allowed after rewriting: `obj` is the new object) or `denied`.
+    A named tuple, not a frozen dataclass: as immutable, and four times cheaper to
+    build (one per review).
     """
 
     outcome: str
@@ -98,7 +98,7 @@ def _decide_gpu_pod(obj: dict, path: tuple[str, ...], spec: dict, annotations: d
     gpus = effective_gpus(asks)
     memory_asks = [a for a in asks if a.memory_mib is not None]
     pinned = constraints(spec, policy.profiles)
-    admitted = [p for p in policy.profiles if admits(pinned, p)]
+    admitted = [p for p in policy.profiles if admits(pinned, p)] if pinned else policy.profiles
     if not memory_asks:
         if not pinned or not admitted:
             return Decision("allowed", obj, path, reason="asks whole GPUs, not a lightweight class")
@@ -171,14 +171,15 @@ def _fit(text: str) -> str:
     return text if len(text) <= WARNING_LIMIT else text[: WARNING_LIMIT - 1] + "…"
 
 
-def _set_count(edit: Editor, resources: tuple, section: str, count: int) -> None:
-    current = _map(edit.get(resources)).get(section)
+def _set_count(edit: Editor, held: Any, path: tuple, count: int) -> None:
+    """Set `path` (a GPU count in limits or requests, currently in map `held`) to `count`."""
+    current = held.get(GPU_RESOURCE) if isinstance(held, dict) else None
     try:
-        have = quantity.count(current.get(GPU_RESOURCE)) if GPU_RESOURCE in current else None
+        have = None if current is None else quantity.count(current)
     except quantity.QuantityError:
         have = None
     if have != count:
-        edit.set((*resources, section, GPU_RESOURCE), str(count))
+        edit.set(path, str(count))
 
 
 def _rewrite(obj: dict, path: tuple[str, ...], memory_asks: list[Ask], choice: Profile,
@@ -186,33 +187,38 @@ def _rewrite(obj: dict, path: tuple[str, ...], memory_asks: list[Ask], choice: P
     """Rewrite the pod template at `path` copy-on-write; the editor holds object and patch."""
     edit = Editor(obj)
     spec = (*path, "spec")
+    memory_resources = policy.memory_resources
     for ask in memory_asks:
         resources = (*spec, ask.section, ask.index, "resources")
-        edit.ensure(resources, dict)
-        requests = edit.get((*resources, "requests"))
-        names_gpu = isinstance(requests, dict) and any(
-            r in requests for r in (GPU_RESOURCE, *policy.memory_resources))
-        for section in ("limits", "requests"):
-            if isinstance(edit.get((*resources, section)), dict):
-                for resource in policy.memory_resources:
-                    edit.remove((*resources, section, resource))
-        edit.ensure((*resources, "limits"), dict)
-        _set_count(edit, resources, "limits", ask.gpus)
+        current = edit.get(resources)
+        if not isinstance(current, dict):
+            edit.set(resources, {"limits": {GPU_RESOURCE: str(ask.gpus)}})
+            continue
+        # Read once before editing: each edit below changes one key these maps do not reread.
+        limits, requests = current.get("limits"), current.get("requests")
+        names_gpu = isinstance(requests, dict) and (GPU_RESOURCE in requests or any(
+            r in requests for r in memory_resources))
+        for section, held in (("limits", limits), ("requests", requests)):
+            if isinstance(held, dict):
+                for resource in memory_resources:
+                    if resource in held:
+                        edit.remove((*resources, section, resource))
+        if isinstance(limits, dict):
+            _set_count(edit, limits, (*resources, "limits", GPU_RESOURCE), ask.gpus)
+        else:
+            edit.set((*resources, "limits"), {GPU_RESOURCE: str(ask.gpus)})
         if names_gpu:
-            _set_count(edit, resources, "requests", ask.gpus)
-    edit.ensure((*spec, "nodeSelector"), dict)
-    for key, value in choice.node_selector.items():
-        edit.set((*spec, "nodeSelector", key), value)
+            _set_count(edit, requests, (*resources, "requests", GPU_RESOURCE), ask.gpus)
+    edit.merge((*spec, "nodeSelector"), dict(choice.node_selector))
     if choice.tolerations:
         edit.ensure((*spec, "tolerations"), list)
         for toleration in choice.tolerations:
             if dict(toleration) not in edit.get((*spec, "tolerations")):
                 edit.append((*spec, "tolerations"), dict(toleration))
-    annotations = (*path, "metadata", "annotations")
-    edit.ensure(annotations[:-1], dict)
-    edit.ensure(annotations, dict)
     several = len(memory_asks) > 1
-    edit.set((*annotations, PROFILE_ANNOTATION), choice.name)
-    edit.set((*annotations, FROM_ANNOTATION), ",".join(
-        f"{a.name}:{a.source}" if several else str(a.source) for a in memory_asks))
+    edit.ensure((*path, "metadata"), dict)
+    edit.merge((*path, "metadata", "annotations"), {
+        PROFILE_ANNOTATION: choice.name,
+        FROM_ANNOTATION: ",".join(
+            f"{a.name}:{a.source}" if several else str(a.source) for a in memory_asks)})
     return edit

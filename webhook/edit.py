@@ -7,25 +7,41 @@ change and writes the JSON Patch operation for it at the same moment, so both
 the rewritten object and its patch cost time proportional to the change. The
 input document is never modified. Property tests check that applying the
 operations (with `jsonpatch` and with `kubectl patch`) yields the same object.
+
+A map or list the editor inserts stays *live* in its operation: later edits
+inside it change that one operation's value instead of adding operations
+(`add nodeSelector {}` then `add nodeSelector/k v` is sent as one `add` of
+`{k: v}`). Fewer operations make a shorter patch, and nothing is deep-copied.
+So the operations share values with `root`: treat both as read-only once the
+edit is done.
 """
 
 from __future__ import annotations
 
-import copy
+from functools import lru_cache
 from typing import Any, Sequence
 
 from .workload import pointer
+
+# The decision edits the same few paths of every pod (resources of container i, the
+# nodeSelector, two annotations), so their pointers repeat from one review to the next.
+_pointer = lru_cache(maxsize=1024)(pointer)
 
 Path = Sequence[str | int]
 
 
 class Editor:
-    """Edits `root` copy-on-write; `root` and `ops` hold the result."""
+    """Edits `root` copy-on-write; `root` and `ops` hold the result.
+
+    Values handed to `set` and `append` must be new objects (not parts of the
+    input document): the editor takes them over and may change them later.
+    """
 
     def __init__(self, root: Any):
         self.root = root
         self.ops: list[dict] = []
-        self._owned: set[int] = set()
+        self._owned: set[int] = set()  # ids of the maps and lists this editor copied or inserted
+        self._live: set[int] = set()  # ids of the inserted ones whose operation shows their content
 
     def get(self, path: Path) -> Any:
         """The current value at `path` (None where a step is missing); never copies."""
@@ -39,50 +55,69 @@ class Editor:
                 return None
         return node
 
-    def _own(self, path: Path) -> Any:
-        """The container at `path`, shallow-copied (once) along with every container above it."""
-        if not path:
-            if id(self.root) not in self._owned:
-                self.root = copy.copy(self.root)
-                self._owned.add(id(self.root))
-            return self.root
-        parent = self._own(path[:-1])
-        child = parent[path[-1]]
-        if id(child) not in self._owned:
-            child = parent[path[-1]] = copy.copy(child)
-            self._owned.add(id(child))
-        return child
+    def _own(self, path: Path) -> tuple[Any, bool]:
+        """The container at `path`, shallow-copied (once) along with every container above it,
+        and whether it lies inside a live inserted value (then edits need no operation)."""
+        owned = self._owned
+        node = self.root
+        if id(node) not in owned:
+            node = self.root = node.copy()
+            owned.add(id(node))
+        live = False
+        for key in path:
+            child = node[key]
+            if id(child) in owned:
+                live = live or id(child) in self._live
+            else:
+                child = node[key] = child.copy()
+                owned.add(id(child))
+            node = child
+        return node, live
 
-    def _record(self, op: str, path: Path, value: Any = None) -> None:
-        entry = {"op": op, "path": pointer(path)}
-        if op != "remove":
-            # The recorded value must not follow later edits of the inserted map or list.
-            entry["value"] = copy.deepcopy(value) if isinstance(value, (dict, list)) else value
-        self.ops.append(entry)
+    def _insert(self, op: str, path: Path, value: Any, live: bool) -> None:
+        if isinstance(value, (dict, list)):
+            self._owned.add(id(value))
+            if not live:
+                self._live.add(id(value))
+        if not live:
+            self.ops.append({"op": op, "path": _pointer(tuple(path)), "value": value})
 
     def set(self, path: Path, value: Any) -> None:
         """Set a map member (add or replace); nothing happens when it already holds `value`."""
-        parent = self._own(path[:-1])
+        parent, live = self._own(path[:-1])
         key = path[-1]
-        if key in parent and parent[key] == value:
+        present = key in parent
+        if present and parent[key] == value:
             return
-        op = "replace" if key in parent else "add"
         parent[key] = value
-        if isinstance(value, (dict, list)):
-            self._owned.add(id(value))
-        self._record(op, path, value)
+        self._insert("replace" if present else "add", path, value, live)
 
     def remove(self, path: Path) -> None:
         """Remove a map member if present."""
         if path[-1] not in _as_map(self.get(path[:-1])):
             return
-        del self._own(path[:-1])[path[-1]]
-        self._record("remove", path)
+        parent, live = self._own(path[:-1])
+        del parent[path[-1]]
+        if not live:
+            self.ops.append({"op": "remove", "path": _pointer(tuple(path))})
 
     def append(self, path: Path, value: Any) -> None:
         """Append to the list at `path`."""
-        self._own(path).append(value)
-        self._record("add", [*path, "-"], value)
+        items, live = self._own(path)
+        items.append(value)
+        self._insert("add", (*path, "-"), value, live)
+
+    def merge(self, path: Path, members: dict) -> None:
+        """Set every member of `members` in the map at `path`, which is created (by one
+        operation holding all of them) when it is missing or not a map."""
+        current = self.get(path)
+        if not isinstance(current, dict):
+            self.set(path, members)
+            return
+        for key, value in members.items():
+            # Checked before `set` so that an unchanged map is not copied.
+            if key not in current or current[key] != value:
+                self.set((*path, key), value)
 
     def ensure(self, path: Path, kind: type) -> None:
         """Make the member at `path` a map (dict) or list, replacing `null` or a wrong type."""

@@ -47,13 +47,15 @@ def constraints(spec: dict, profiles: Iterable[Profile]) -> Constraints:
     Only values some profile uses matter, so each set is a subset of those; an
     empty set means the pod pins only classes no profile offers.
     """
+    selector = spec.get("nodeSelector")
+    selector = selector if isinstance(selector, dict) else {}
+    terms = _required_terms(spec)
+    if not selector and not terms:
+        return {}  # the usual pod pins nothing: skip gathering the profiles' labels
     known: dict[str, set[str]] = {}
     for profile in profiles:
         for key, value in profile.node_selector.items():
             known.setdefault(key, set()).add(value)
-    selector = spec.get("nodeSelector")
-    selector = selector if isinstance(selector, dict) else {}
-    terms = _required_terms(spec)
     result: Constraints = {}
     for key, values in known.items():
         universe = frozenset(values)

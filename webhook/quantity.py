@@ -24,6 +24,7 @@ _GRAMMAR = re.compile(
 )
 # Kubernetes stores quantities as int64 with a scale; anything beyond this is nonsense.
 _LIMIT = Decimal(2) ** 63
+_INT_LIMIT = 1 << 63
 _MAX_TEXT = 64
 
 
@@ -48,6 +49,10 @@ def parse(value: object) -> Decimal:
             raise QuantityError(f"{shorten(value)} is not a finite quantity")
         number = Decimal(repr(value))
     elif isinstance(value, str):
+        # The usual spelling, a plain number such as "1" or "2048", needs neither the grammar
+        # nor the suffix arithmetic (18 digits stay below the int64 bound).
+        if len(value) <= 18 and value.isdigit() and value.isascii():
+            return Decimal(value)
         if len(value) > _MAX_TEXT or not _GRAMMAR.fullmatch(value):
             raise QuantityError(f"{shorten(value)!r} is not a Kubernetes quantity")
         # An exponent this large would make Decimal build a huge integer; bound it first.
@@ -67,6 +72,10 @@ def parse(value: object) -> Decimal:
 
 def to_mib(value: object, unit_bytes: int = 1) -> int:
     """Return `value` × `unit_bytes` bytes as MiB, rounded up (a GPU must hold all of it)."""
+    if type(value) is int and 0 < value * unit_bytes < _INT_LIMIT:
+        # The usual case (`aliyun.com/gpu-mem: 2`): exact integer arithmetic, the same
+        # result as the Decimal path below, without building Decimals.
+        return -(-(value * unit_bytes) // MIB)
     number = parse(value) * unit_bytes
     if number <= 0:
         raise QuantityError(f"{shorten(value)} must be greater than zero")
