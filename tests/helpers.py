@@ -43,6 +43,11 @@ def documents(path: Path) -> list[Document]:
     return read_documents([str(path)])
 
 
+def named_documents(paths: list[Path]) -> list[tuple[str, Any]]:
+    """(`file#index`, body) of every document of `paths`, for test ids."""
+    return [(doc.where.rsplit("/", 1)[-1], doc.body) for path in paths for doc in documents(path)]
+
+
 @functools.cache
 def default_policies() -> PolicySet:
     """The shipped `policies/default.yaml`."""

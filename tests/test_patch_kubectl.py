@@ -22,7 +22,7 @@ from tests.helpers import (
     container,
     corpus_files,
     default_policy,
-    documents,
+    named_documents,
     pod,
     tainted_policy,
     workload,
@@ -61,9 +61,8 @@ CASES = [
       for api, kind in WORKLOAD_KINDS],
 ]
 # Real manifests that the shipped policy rewrites.
-CORPUS_CASES = [(doc.where.rsplit("/", 1)[-1], doc.body, None) for path in corpus_files()
-                for doc in documents(path)
-                if decide(doc.body, default_policy()).outcome == "mutated"]
+CORPUS_CASES = [(name, body, None) for name, body in named_documents(corpus_files())
+                if decide(body, default_policy()).outcome == "mutated"]
 
 
 def kubectl_patch(tmp_path, obj: dict, ops: list[dict]) -> dict:

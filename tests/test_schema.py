@@ -18,7 +18,7 @@ from tests.helpers import (
     container,
     corpus_files,
     default_policy,
-    documents,
+    named_documents,
     pod,
     tainted_policy,
     workload,
@@ -42,10 +42,7 @@ BUILT = {
 
 
 def _sources() -> list[tuple[str, dict]]:
-    found = [(doc.where.rsplit("/", 1)[-1], doc.body) for path in corpus_files()
-             for doc in documents(path)]
-    found += [(doc.where.rsplit("/", 1)[-1], doc.body) for path in sorted(EXAMPLES.glob("*.y*ml"))
-              for doc in documents(path)]
+    found = named_documents(corpus_files() + sorted(EXAMPLES.glob("*.y*ml")))
     return found + [(f"built:{name}", obj) for name, obj in BUILT.items()]
 
 
