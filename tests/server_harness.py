@@ -31,6 +31,7 @@ REPO = Path(__file__).resolve().parent.parent
 SERVICE, NAMESPACE = "lwgpu-webhook", "lwgpu-system"
 # The name the apiserver dials for a Service-backed webhook, and so the SNI it sends.
 SNI = f"{SERVICE}.{NAMESPACE}.svc"
+JSON = "Content-Type: application/json"
 T = TypeVar("T")
 
 
@@ -98,6 +99,20 @@ class Connection(http.client.HTTPSConnection):
         return status, orjson.loads(data)
 
 
+def raw_request(method: str, path: str, headers: list[str], body: bytes = b"") -> bytes:
+    """The bytes of an HTTP/1.1 request with exactly these header lines and body."""
+    head = [f"{method} {path} HTTP/1.1", "Host: lwgpu-webhook", *headers, "", ""]
+    return "\r\n".join(head).encode() + body
+
+
+def read_response(sock: ssl.SSLSocket) -> http.client.HTTPResponse:
+    """Parse the HTTP response waiting on ``sock``; the body is read into ``.data``."""
+    response = http.client.HTTPResponse(sock)
+    response.begin()
+    response.data = response.read()
+    return response
+
+
 @dataclass
 class Server:
     """A running `webhook serve`: its process, port, CA and log files."""
@@ -111,6 +126,13 @@ class Server:
     def connect(self, server_hostname: str = SNI, ca: Path | None = None) -> Connection:
         """A new verified HTTPS connection (not yet opened; the first request opens it)."""
         return Connection(self.port, client_context(ca or self.ca), server_hostname)
+
+    @contextlib.contextmanager
+    def raw_socket(self) -> Iterator[ssl.SSLSocket]:
+        """A verified TLS socket for hand-written requests (see ``raw_request``)."""
+        raw = socket.create_connection(("127.0.0.1", self.port), timeout=10)
+        with client_context(self.ca).wrap_socket(raw, server_hostname=SNI) as tls:
+            yield tls
 
     def get(self, path: str) -> tuple[int, bytes]:
         """GET on a fresh connection: status and body."""

@@ -7,50 +7,31 @@ Regenerate the golden files with LWGPU_UPDATE_GOLDEN=1 after an intended message
 
 from __future__ import annotations
 
-import contextlib
-import http.client
 import os
-import socket
 import types
 
 import orjson
 import pytest
 
-from tests.server_harness import REPO, SNI, admission_review, client_context, gpu_pod, serving
+from tests.server_harness import (
+    JSON,
+    REPO,
+    admission_review,
+    gpu_pod,
+    raw_request,
+    read_response,
+    serving,
+)
 from webhook.server.app import MAX_BODY_BYTES, create_app
 
 GOLDEN = REPO / "tests" / "golden" / "server"
 REVIEW = orjson.dumps(admission_review(gpu_pod({"aliyun.com/gpu-mem": 2}), uid="edge-uid"))
-JSON = "Content-Type: application/json"
 
 
 @pytest.fixture(scope="module")
 def server(tmp_path_factory):
     with serving(tmp_path_factory.mktemp("edges"), REPO / "policies" / "default.yaml") as running:
         yield running
-
-
-@contextlib.contextmanager
-def tls_socket(server):
-    """A raw TLS socket to the server, verified like the apiserver would."""
-    raw = socket.create_connection(("127.0.0.1", server.port), timeout=10)
-    with client_context(server.ca).wrap_socket(raw, server_hostname=SNI) as tls:
-        yield tls
-
-
-def read_response(sock) -> http.client.HTTPResponse:
-    """Parse the HTTP response waiting on ``sock``; the body is read into ``.data``."""
-    response = http.client.HTTPResponse(sock)
-    response.begin()
-    response.data = response.read()
-    return response
-
-
-def raw_request(method: str, path: str, headers: list[str], body: bytes = b"") -> bytes:
-    return (
-        "\r\n".join([f"{method} {path} HTTP/1.1", "Host: lwgpu-webhook", *headers, "", ""]).encode()
-        + body
-    )
 
 
 def chunked(data: bytes, size: int = 1 << 20) -> bytes:
@@ -144,7 +125,7 @@ EDGE_CASES = [
 
 @pytest.mark.parametrize("name,code,request_bytes", EDGE_CASES, ids=[c[0] for c in EDGE_CASES])
 def test_error_bodies_match_golden(server, name, code, request_bytes):
-    with tls_socket(server) as sock:
+    with server.raw_socket() as sock:
         sock.sendall(request_bytes)
         response = read_response(sock)
     assert response.status == code
@@ -155,7 +136,7 @@ def test_error_bodies_match_golden(server, name, code, request_bytes):
 def test_413_arrives_while_the_client_is_still_sending(server):
     declared = 4 * MAX_BODY_BYTES
     first_part = REVIEW[:-1] + b" " * 65536
-    with tls_socket(server) as sock:
+    with server.raw_socket() as sock:
         sock.sendall(
             raw_request("POST", "/mutate", [JSON, f"Content-Length: {declared}"]) + first_part
         )
@@ -170,7 +151,7 @@ def test_413_arrives_while_the_client_is_still_sending(server):
 
 def test_the_connection_survives_a_400(server):
     bad = b'{"apiVersion": '
-    with tls_socket(server) as sock:
+    with server.raw_socket() as sock:
         sock.sendall(raw_request("POST", "/mutate", with_length(bad), bad))
         first = read_response(sock)
         sock.sendall(raw_request("POST", "/mutate", with_length(REVIEW), REVIEW))

@@ -6,7 +6,6 @@ import collections
 import os
 import shutil
 import signal
-import socket
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
@@ -15,15 +14,15 @@ from prometheus_client import CollectorRegistry
 from prometheus_client.multiprocess import MultiProcessCollector
 
 from tests.server_harness import (
+    JSON,
     REPO,
-    SNI,
     admission_review,
-    client_context,
     gpu_pod,
+    raw_request,
+    read_response,
     serving,
     wait_for,
 )
-from tests.test_server_edges import JSON, raw_request, read_response
 
 POLICY = REPO / "policies" / "default.yaml"
 SELECTOR = {"aliyun.accelerator/nvidia_mem": "2048MiB"}
@@ -115,8 +114,7 @@ def test_sigterm_lets_an_in_flight_review_finish(tmp_path):
     body = orjson.dumps(admission_review(gpu_pod({"aliyun.com/gpu-mem": 2}), uid="in-flight"))
     head = raw_request("POST", "/mutate", [JSON, f"Content-Length: {len(body)}"])
     with serving(tmp_path, POLICY, workers=1) as server:
-        raw = socket.create_connection(("127.0.0.1", server.port), timeout=10)
-        with client_context(server.ca).wrap_socket(raw, server_hostname=SNI) as sock:
+        with server.raw_socket() as sock:
             sock.sendall(head + body[:100])
             server.process.send_signal(signal.SIGTERM)
             wait_for(
