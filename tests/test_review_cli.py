@@ -72,8 +72,10 @@ def test_exit_code_follows_the_verdicts(stdin, code):
     (["review", str(SEED), "--policies", str(SEED)], "", "cannot load policies"),
     (["review", str(SEED), "--no-such-flag"], "", "unrecognized arguments"),
     (["review", str(SEED), "--output", "xml"], "", "invalid choice"),
+    (["review", "-"], "", "no objects to review in <stdin>"),
+    (["review", "-"], "# only a comment\n---\n", "no objects to review"),
 ], ids=["unreadable-file", "bad-yaml", "not-an-object", "bad-review", "missing-policy",
-        "bad-policy", "unknown-flag", "unknown-output"])
+        "bad-policy", "unknown-flag", "unknown-output", "empty-stdin", "only-comments"])
 def test_bad_input_and_usage_exit_2(argv, stdin, message, monkeypatch, tmp_path):
     """Unreadable input, bad YAML, a bad policy or a usage error: exit 2, message on stderr."""
     monkeypatch.chdir(tmp_path)
@@ -208,3 +210,12 @@ def test_golden_output(name, monkeypatch):
     text = (f"$ python -m webhook review {' '.join(argv)}\nexit {code}\n"
             f"--- stdout\n{out}--- stderr\n{err}")
     check_golden(GOLDEN / "review" / f"{name}.txt", text)
+
+
+def test_a_top_level_yaml_sequence_holds_documents_like_a_json_array():
+    """`- {...}` lists in YAML are split into documents, as `[...]` is in JSON."""
+    as_yaml = yaml.safe_dump([HAMI, TWO_GPUS])
+    as_json = json.dumps([HAMI, TWO_GPUS])
+    assert run_cli("review", "-", "-o", "json", stdin=as_yaml)[:2] == \
+        run_cli("review", "-", "-o", "json", stdin=as_json)[:2]
+    assert run_cli("review", "-", stdin=as_yaml)[0] == 1

@@ -43,12 +43,14 @@ def _parse(text: str, where: str) -> list[Any]:
         except json.JSONDecodeError:
             pass  # YAML flow style also starts with '{': let the YAML parser judge it
     try:
-        return list(yaml.safe_load_all(text))
+        documents = list(yaml.safe_load_all(text))
     except yaml.YAMLError as err:
         mark = getattr(err, "problem_mark", None)
         line = f" line {mark.line + 1}" if mark else ""
         raise InputError(f"{where}:{line}: not valid YAML or JSON: "
                          f"{getattr(err, 'problem', None) or err}") from None
+    # A top-level sequence holds documents, as a JSON array does.
+    return documents[0] if len(documents) == 1 and isinstance(documents[0], list) else documents
 
 
 def _expand(body: Any, where: str) -> Iterator[Document]:
@@ -73,4 +75,8 @@ def read_documents(paths: list[str]) -> list[Document]:
                 raise InputError(f"{name}: cannot read: {err}") from None
             for index, body in enumerate(_parse(text, name)):
                 documents.extend(_expand(body, f"{name}#{index}"))
+    if not documents:
+        # An empty review passing CI silently usually means a wrong path or an empty pipe.
+        raise InputError("no objects to review in " + ", ".join(
+            "<stdin>" if p == "-" else p for p in paths or ["-"]))
     return documents
