@@ -92,6 +92,7 @@ def wrk(url: str, body: Path, script: Path, *, connections: int, duration_s: flo
 def _prepare(workdir: Path, body: bytes) -> tuple[Path, Path, Path]:
     if shutil.which("wrk") is None:
         raise RuntimeError("wrk is not installed (Debian: apt-get install -y wrk)")
+    workdir.mkdir(parents=True, exist_ok=True)
     tls = workdir / "tls"
     certs.generate(tls, "lwgpu-webhook", "lwgpu-system", dns=("localhost",), ips=("127.0.0.1",))
     (workdir / "body.json").write_bytes(body)
@@ -120,7 +121,25 @@ def _aggregate(runs: list[dict]) -> dict:
     return {"rps": round(statistics.median(r["rps"] for r in runs), 1),
             "p50_ms": round(statistics.median(r["p50_us"] for r in runs) / 1000, 3),
             "p99_ms": round(statistics.median(r["p99_us"] for r in runs) / 1000, 3),
-            "errors": sum(r["errors_total"] for r in runs), "runs": runs}
+            "errors": sum(r["errors_total"] for r in runs),
+            "busiest_worker_share": max(r["busiest_worker_share"] for r in runs), "runs": runs}
+
+
+def _measured(server: procs.Server, url: str, body: Path, script: Path, connections: int,
+              duration_s: float) -> dict:
+    """A wrk run, plus how the servers' workers shared the CPU during it.
+
+    gthread workers accept from one shared socket, so a few keep-alive connections
+    can all land on one worker while the other idles: `busiest_worker_share` near
+    1.0 says the run measured one worker, not two.
+    """
+    pids = procs.workers(server.process.pid)
+    before = [procs.cpu_ticks(pid) for pid in pids]
+    result = wrk(url, body, script, connections=connections, duration_s=duration_s)
+    used = [procs.cpu_ticks(pid) - start for pid, start in zip(pids, before)]
+    result["worker_cpu_ticks"] = used
+    result["busiest_worker_share"] = round(max(used) / max(1, sum(used)), 2)
+    return result
 
 
 def end_to_end(workdir: Path, body: bytes, *, connections: tuple[int, ...] = (8, 64),
@@ -144,8 +163,8 @@ def end_to_end(workdir: Path, body: bytes, *, connections: tuple[int, ...] = (8,
                 for server in order:
                     url = server.url + "/mutate"
                     wrk(url, body_file, script, connections=count, duration_s=warmup_s)
-                    runs[server.name].append(wrk(url, body_file, script, connections=count,
-                                                 duration_s=duration_s))
+                    runs[server.name].append(_measured(server, url, body_file, script, count,
+                                                       duration_s))
             level = {"connections": count, "webhook": _aggregate(runs["webhook"]),
                      "noop": _aggregate(runs["noop"])}
             level["ratio_rps"] = round(level["webhook"]["rps"] / level["noop"]["rps"], 3)

@@ -140,6 +140,18 @@ def _children(pid: int) -> list[int]:
     return found
 
 
+def workers(master: int) -> list[int]:
+    """The pids of a gunicorn master's workers."""
+    return _children(master)
+
+
+def cpu_ticks(pid: int) -> int:
+    """User + system CPU time of a process so far, in clock ticks (/proc/<pid>/stat)."""
+    with open(f"/proc/{pid}/stat") as file:
+        fields = file.read().rsplit(")", 1)[1].split()
+    return int(fields[11]) + int(fields[12])
+
+
 def _status_kib(pid: int, field: str, name: str = "status") -> int:
     with open(f"/proc/{pid}/{name}") as file:
         for line in file:

@@ -1,0 +1,117 @@
+"""Run the benchmarks of issue 7, print Markdown tables, write them as JSON.
+
+    .venv/bin/python -m tests.bench.run                 # everything, about 4 minutes
+    .venv/bin/python -m tests.bench.run --quick         # shorter runs, for a smoke check
+    .venv/bin/python -m tests.bench.run --only inprocess growth
+
+Parts: `inprocess` (one review vs the JSON floor), `growth` (1..256 containers),
+`e2e` (wrk against `webhook serve` and the no-op app; needs `wrk`), `memory`
+(RSS/PSS after 10k and 50k reviews). Results go to `bench-results/` (git-ignored):
+`bench-<time>.json`, `latest.json` and `latest.md`. Traffic goes to 127.0.0.1 only;
+every server started is stopped on exit, error or Ctrl-C. Exit 0 whatever the
+numbers: this reports, it does not judge.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import platform
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from datetime import datetime, timezone
+from pathlib import Path
+
+import orjson
+
+from webhook import DEFAULT_POLICIES
+from webhook.policy import load_policies
+
+from . import bodies, e2e, inprocess, report
+
+PARTS = ("inprocess", "growth", "e2e", "memory")
+OUT = Path(__file__).resolve().parents[2] / "bench-results"
+
+
+def _commit() -> str:
+    done = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True,
+                          cwd=OUT.parent, check=False)
+    return done.stdout.strip() or "unknown"
+
+
+def _load() -> str:
+    return " ".join(f"{value:.2f}" for value in os.getloadavg())
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="python -m tests.bench.run", description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--only", nargs="+", choices=PARTS, default=list(PARTS),
+                        help="parts to run (default: all)")
+    parser.add_argument("--quick", action="store_true",
+                        help="short runs (1 s in-process budgets, 3 s wrk runs, 2k/6k reviews)")
+    parser.add_argument("--duration", type=float, default=8, help="seconds per wrk run")
+    parser.add_argument("--repeats", type=int, default=3, help="wrk runs per server and level")
+    parser.add_argument("--workers", type=int, default=2)
+    parser.add_argument("--threads", type=int, default=8)
+    parser.add_argument("--out", type=Path, default=OUT, help="folder for the JSON and Markdown")
+    return parser
+
+
+def run(args: argparse.Namespace) -> dict:
+    """Run the chosen parts; the results as one JSON-able dict."""
+    quick = args.quick
+    policies = load_policies(DEFAULT_POLICIES)
+    seed = bodies.body(bodies.seed_pod())
+    results: dict = {"started": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+                     "commit": _commit(), "cpus": os.cpu_count(), "python": platform.python_version(),
+                     "load_before": _load()}
+    if "inprocess" in args.only:
+        results["inprocess"] = inprocess.cases(policies, budget_s=1.0 if quick else 3.0)
+    if "growth" in args.only:
+        results["growth"] = inprocess.growth(policies, budget_s=4.0 if quick else 12.0)
+    with tempfile.TemporaryDirectory(prefix="lwgpu-bench-") as scratch:
+        if "e2e" in args.only:
+            results["e2e"] = e2e.end_to_end(
+                Path(scratch) / "e2e", seed, duration_s=3 if quick else args.duration,
+                warmup_s=1 if quick else 2, repeats=1 if quick else args.repeats,
+                workers=args.workers, threads=args.threads)
+        if "memory" in args.only:
+            results["memory"] = e2e.memory(
+                Path(scratch) / "memory", seed, workers=args.workers, threads=args.threads,
+                checkpoints=(2_000, 6_000) if quick else (10_000, 50_000))
+    results["load_after"] = _load()
+    results["targets"] = report.targets(results)
+    return results
+
+
+def _stop_on_sigterm(signum: int, frame: object) -> None:
+    # Turn SIGTERM into an exception so that every `finally` stops its servers.
+    raise SystemExit(128 + signum)
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Run, print the Markdown report, write JSON and Markdown under `--out`."""
+    args = _parser().parse_args(argv)
+    signal.signal(signal.SIGTERM, _stop_on_sigterm)
+    started = time.monotonic()
+    results = run(args)
+    results["elapsed_s"] = round(time.monotonic() - started, 1)
+    text = report.render(results)
+    print(text)
+    args.out.mkdir(parents=True, exist_ok=True)
+    stamp = results["started"].replace(":", "").replace("+0000", "Z")
+    data = orjson.dumps(results, option=orjson.OPT_INDENT_2)
+    for name in (f"bench-{stamp}.json", "latest.json"):
+        (args.out / name).write_bytes(data)
+    (args.out / "latest.md").write_text(text)
+    print(f"wrote {args.out / 'latest.json'} and {args.out / 'latest.md'} "
+          f"({results['elapsed_s']} s)", file=sys.stderr)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
