@@ -66,6 +66,8 @@ def test_metrics_count_every_review_across_two_workers(tmp_path):
             pod = gpu_pod({resource: value}, node_selector=SELECTOR if selector else None)
             return server.review(endpoint, admission_review(pod))[0]
 
+        reloads = ("lwgpu_policy_reloads_total", frozenset())
+        wait_for(lambda: server.metrics().get(reloads) == 2, what="both workers serving")
         # Concurrent fresh connections, so the kernel hands them to both workers.
         with ThreadPoolExecutor(8) as pool:
             assert set(pool.map(send, plan)) == {200}
@@ -84,7 +86,7 @@ def test_metrics_count_every_review_across_two_workers(tmp_path):
         )
         # Two workers loaded the policy, then the new one: counters of the dead worker stay.
         wait_for(
-            lambda: server.metrics()[("lwgpu_policy_reloads_total", frozenset())] == 3,
+            lambda: server.metrics()[reloads] == 3,
             what="the new worker's policy load",
         )
         metrics = server.metrics()
