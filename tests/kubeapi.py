@@ -93,6 +93,8 @@ class KubeAPIDouble:
         self._store = Store(self._cond)
         self._injections: list[list] = []
         self._down = self._stopped = False
+        # Counts outages, so that a watch cut by one sees it even if it only wakes after it ended.
+        self._outages = 0
         self._clients: list[kubernetes.client.ApiClient] = []
         self.requests: list[RecordedRequest] = []
         self._server = ThreadingHTTPServer(("127.0.0.1", 0), _Handler)
@@ -159,6 +161,7 @@ class KubeAPIDouble:
         """Simulate an outage: every request answers 503 and open watches are cut."""
         with self._cond:
             self._down = down
+            self._outages += down
             self._cond.notify_all()
 
     def compact(self) -> None:
@@ -251,6 +254,7 @@ class KubeAPIDouble:
         deadline = time.monotonic() + seconds if seconds else None
         with self._cond:
             pending, cursor = self._store.watch_start(query.get("resourceVersion", ""), match)
+            outages = self._outages
         handler.send_response(200)
         handler.send_header("Content-Type", "application/json")
         handler.send_header("Transfer-Encoding", "chunked")
@@ -265,8 +269,8 @@ class KubeAPIDouble:
                     left = None if deadline is None else deadline - time.monotonic()
                     if left is not None and left <= 0:
                         break
-                    self._cond.wait_for(partial(self._woken, cursor), left)
-                    if self._stopped or self._down:
+                    self._cond.wait_for(partial(self._woken, cursor, outages), left)
+                    if self._stopped or self._outages != outages:
                         # an outage cuts the stream mid-way: no terminating chunk
                         handler.close_connection = True
                         return
@@ -275,7 +279,8 @@ class KubeAPIDouble:
         except (BrokenPipeError, ConnectionResetError):
             handler.close_connection = True
 
-    def _woken(self, cursor: int) -> bool:
+    def _woken(self, cursor: int, outages: int) -> bool:
         """A watch waiting after `cursor` has something to do (callers hold self._cond)."""
         events = self._store.events
-        return self._stopped or self._down or bool(events and events[-1][0] > cursor)
+        return (self._stopped or self._outages != outages
+                or bool(events and events[-1][0] > cursor))
