@@ -6,7 +6,7 @@ the CLI prints is exactly what the server sends.
 
 from __future__ import annotations
 
-import base64
+import binascii
 from typing import Any, NamedTuple
 
 import orjson
@@ -125,7 +125,7 @@ def review(body: Any, policies: PolicySet, *, mutate: bool = True) -> ReviewResu
     elif mutate and outcome == "mutated":
         ops = patch_ops(request["object"], decision)
         response["patchType"] = "JSONPatch"
-        response["patch"] = base64.b64encode(orjson.dumps(ops)).decode("ascii")
+        response["patch"] = binascii.b2a_base64(orjson.dumps(ops), newline=False).decode("ascii")
     elif outcome == "mutated":
         outcome = "denied"
         response["allowed"] = False

@@ -58,7 +58,7 @@ class Editor:
     def _own(self, path: Path) -> tuple[Any, bool]:
         """The container at `path`, shallow-copied (once) along with every container above it,
         and whether it lies inside a live inserted value (then edits need no operation)."""
-        owned = self._owned
+        owned, inserted = self._owned, self._live
         node = self.root
         if id(node) not in owned:
             node = self.root = node.copy()
@@ -66,11 +66,12 @@ class Editor:
         live = False
         for key in path:
             child = node[key]
-            if id(child) in owned:
-                live = live or id(child) in self._live
-            else:
+            ident = id(child)
+            if ident not in owned:
                 child = node[key] = child.copy()
                 owned.add(id(child))
+            elif not live and ident in inserted:
+                live = True
             node = child
         return node, live
 

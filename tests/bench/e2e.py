@@ -143,7 +143,7 @@ def _measured(server: procs.Server, url: str, body: Path, script: Path, connecti
 
 
 def end_to_end(workdir: Path, body: bytes, *, connections: tuple[int, ...] = (8, 64),
-               duration_s: float = 10, warmup_s: float = 2, repeats: int = 2,
+               duration_s: float = 8, warmup_s: float = 2, repeats: int = 3,
                workers: int = 2, threads: int = 8) -> dict:
     """wrk against `webhook serve` and the no-op app, alternating, for each connection count."""
     tls, body_file, script = _prepare(workdir, body)

@@ -97,6 +97,8 @@ def main(argv: list[str] | None = None) -> int:
     """Run, print the Markdown report, write JSON and Markdown under `--out`."""
     args = _parser().parse_args(argv)
     signal.signal(signal.SIGTERM, _stop_on_sigterm)
+    # Ctrl-C raises KeyboardInterrupt even where the shell started us with SIGINT ignored.
+    signal.signal(signal.SIGINT, signal.default_int_handler)
     started = time.monotonic()
     results = run(args)
     results["elapsed_s"] = round(time.monotonic() - started, 1)
