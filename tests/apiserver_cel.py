@@ -1,10 +1,12 @@
-"""CEL as kube-apiserver evaluates it, for tests: cel-python with cel-go's `has()`, and objects
-seen as the apiserver's CEL sees them.
+"""Webhook matchConditions as kube-apiserver evaluates them; a test double of its CEL, for tests.
 
-kube-apiserver runs cel-go. Where cel-python is more lenient, an expression that would error in
-the cluster (making the apiserver apply the webhook's failurePolicy) would pass here; this module
-closes the gap that matters for guarded field access. It relies on cel-python 0.5's evaluator
-hooks (`Evaluator.macro_has_eval`, `Evaluator.sub_evaluator`), pinned in requirements-dev.txt.
+kube-apiserver runs cel-go; this is cel-python with cel-go's `has()`, over objects as the
+apiserver's CEL sees them (`as_apiserver_sees`, `bindings`), with the apiserver's verdict on a
+webhook's conditions (`match_conditions`). Where cel-python is more lenient, an expression that
+would error in the cluster (making the apiserver apply the webhook's failurePolicy) would pass
+here; this module closes the gap that matters for guarded field access. It relies on cel-python
+0.5's evaluator hooks (`Evaluator.macro_has_eval`, `Evaluator.sub_evaluator`), pinned in
+requirements-dev.txt.
 """
 
 from __future__ import annotations
@@ -49,7 +51,7 @@ class CelGoRunner(celpy.InterpretedRunner):
     """Runs programs with CelGoHas."""
 
     def evaluate(self, context):
-        """The value of the program, or a CELEvalError."""
+        """The value of the program; raises CELEvalError where cel-go gives an error."""
         return CelGoHas(ast=self.ast, activation=self.new_activation()).evaluate(context)
 
 
@@ -60,3 +62,28 @@ ENVIRONMENT = celpy.Environment(runner_class=CelGoRunner)
 def program(expression: str):
     """A compiled CEL program, once per expression."""
     return ENVIRONMENT.program(ENVIRONMENT.compile(expression))
+
+
+def bindings(obj: dict, old: dict | None, request: dict) -> dict:
+    """The variables kube-apiserver binds for matchConditions: `object`, `oldObject` (null on
+    CREATE) and `request`, the AdmissionRequest (its object and oldObject left out)."""
+    bound = {k: v for k, v in request.items() if k not in ("object", "oldObject")}
+    return {"object": celpy.json_to_cel(as_apiserver_sees(obj)),
+            "oldObject": celpy.json_to_cel(old and as_apiserver_sees(old)),
+            "request": celpy.json_to_cel(bound)}
+
+
+def match_conditions(conditions: list[dict], activation: dict) -> str | None:
+    """"skip" if a condition is false; else an error text if one did not give a bool (the
+    apiserver then applies failurePolicy); else None: the webhook is called."""
+    errors = []
+    for condition in conditions:
+        try:
+            verdict = program(condition["expression"]).evaluate(activation)
+        except celpy.CELEvalError as exc:
+            verdict = exc
+        if not isinstance(verdict, celpy.celtypes.BoolType):
+            errors.append(f"matchCondition {condition['name']!r}: {verdict!r}")
+        elif not verdict:
+            return "skip"
+    return "; ".join(errors) or None

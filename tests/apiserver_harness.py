@@ -1,21 +1,16 @@
 """A test double of kube-apiserver's admission dispatcher. It is NOT an apiserver.
 
-No kube-apiserver can run here. This module does what the apiserver's webhook admission plugins
-do with the install `kubectl kustomize deploy/` renders, and nothing more:
-
-- `running()` resolves the webhooks' Service to the webhook Deployment's container, makes
-  certificates with `python -m certs generate` and patches the printed caBundle into both
-  configurations (as the lwgpu-certs Job does), "mounts" the policy ConfigMap and the
-  certificates into a temporary folder, and starts the real server with the container's args on
-  127.0.0.1 and a free port, to which it routes `<service>.<namespace>.svc:<port>`.
-- `Apiserver.admit()` runs the mutating webhooks, then the validating ones, in configuration name
-  order: `rules`, `namespaceSelector` (plus `kubernetes.io/metadata.name`), `objectSelector`,
-  `matchConditions` in real CEL (cel-python, binding object, oldObject and request); a v1
-  AdmissionReview over HTTPS verified against the caBundle with SNI `<service>.<namespace>.svc`,
-  one kept-alive connection per webhook, `?timeout=<timeoutSeconds>s` appended as the apiserver
-  does and `timeoutSeconds` as the socket timeout; apiVersion, kind and uid of the answer
-  checked; the JSON patch applied by `kubectl patch --local --type json` (Kubernetes' own
-  engine); `failurePolicy` on every call error; one reinvocation pass for `IfNeeded`.
+No kube-apiserver can run here. `Apiserver.admit()` does what the apiserver's webhook admission
+plugins do with the webhook configurations of the install (which tests/apiserver_install.py
+renders and starts), and nothing more. It runs the mutating webhooks, then the validating ones,
+in configuration name order: `rules`, `namespaceSelector` (plus `kubernetes.io/metadata.name`),
+`objectSelector`, `matchConditions` with cel-go's semantics (tests/apiserver_cel.py: an
+expression that errors in a cluster errors here, and failurePolicy applies); a v1
+AdmissionReview over HTTPS verified against the caBundle with SNI `<service>.<namespace>.svc`,
+one kept-alive connection per webhook, `?timeout=<timeoutSeconds>s` appended as the apiserver does
+and `timeoutSeconds` as the socket timeout; apiVersion, kind and uid of the answer checked; the
+JSON patch applied by `kubectl patch --local --type json` (Kubernetes' own engine);
+`failurePolicy` on every call error; one reinvocation pass for `IfNeeded`.
 
 Left out: authentication, in-tree admission plugins, defaulting and conversion (nulls are dropped,
 as decoding into Go structs does; removed API versions are refused as not served), name
@@ -27,26 +22,19 @@ on the final object is reported in `Result.schema_error`, so tests can tell it f
 from __future__ import annotations
 
 import base64
-import contextlib
 import copy
-import functools
 import http.client
-import itertools
 import json
-import os
 import ssl
 import subprocess
-import sys
 import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from pathlib import Path
 
-import celpy
 import kubernetes_validate
-import yaml
 
-from tests.server_harness import REPO, Connection, Server, free_port, wait_for
+from tests.apiserver_cel import as_apiserver_sees, bindings, match_conditions
+from tests.server_harness import Connection
 
 K8S_VERSION = kubernetes_validate.latest_version()
 USER = {"username": "kubernetes-admin", "groups": ["system:masters", "system:authenticated"]}
@@ -56,11 +44,6 @@ CLUSTER_KINDS = {"Namespace", "Node", "PersistentVolume", "ClusterRole", "Cluste
 # A kept-alive connection the server closed while idle: Go's transport retries once on a new
 # connection (errServerClosedIdle), so the harness does too.
 STALE = (http.client.RemoteDisconnected, ConnectionResetError, BrokenPipeError)
-CEL = celpy.Environment()
-
-
-class HarnessError(Exception):
-    """The install cannot be used as the apiserver would use it (an inconsistent deploy/)."""
 
 
 class WebhookError(Exception):
@@ -126,20 +109,9 @@ class Webhook:
                 f"{svc.get('path', '/')}?timeout={self.spec.get('timeoutSeconds', 10)}s")
 
 
-def render(target: Path = REPO / "deploy") -> list[dict]:
-    """The objects `kubectl kustomize <target>` renders (what `kubectl apply -k` installs)."""
-    out = subprocess.run(["kubectl", "kustomize", str(target)], check=True, capture_output=True,
-                         text=True, timeout=60).stdout
-    return [doc for doc in yaml.safe_load_all(out) if doc]
-
-
 def as_received(obj: dict, namespace: str) -> dict:
     """`obj` as the apiserver hands it to admission: nulls dropped, metadata.namespace set."""
-    def strip(value):
-        if isinstance(value, dict):
-            return {k: strip(v) for k, v in value.items() if v is not None}
-        return [{} if v is None else strip(v) for v in value] if isinstance(value, list) else value
-    received = strip(obj)
+    received = as_apiserver_sees(obj)
     if received.get("kind") not in CLUSTER_KINDS:
         received.setdefault("metadata", {})["namespace"] = namespace
     return received
@@ -176,26 +148,6 @@ def rule_matches(rule: dict, gvr: dict, operation: str, namespaced: bool) -> boo
             and has("apiVersions", gvr["version"])
             and any(r in ("*", gvr["resource"]) and s in ("*", "") for r, s in resources)
             and (scope == "*" or (scope == "Namespaced") == namespaced))
-
-
-@functools.cache
-def _program(expression: str):
-    return CEL.program(CEL.compile(expression))
-
-
-def match_conditions(webhook: Webhook, activation: dict) -> str | None:
-    """"skip" if a condition is false; else an error text if one did not give a bool; else None."""
-    errors = []
-    for condition in webhook.spec.get("matchConditions", []):
-        try:
-            verdict = _program(condition["expression"]).evaluate(activation)
-        except celpy.CELEvalError as exc:
-            verdict = exc
-        if not isinstance(verdict, celpy.celtypes.BoolType):
-            errors.append(f"matchCondition {condition['name']!r}: {verdict!r}")
-        elif not verdict:
-            return "skip"
-    return "; ".join(errors) or None
 
 
 def _apply_patch(obj: dict, ops: list) -> dict:
@@ -311,10 +263,7 @@ class Apiserver:
         if not any(selector_matches(spec.get("objectSelector"), (o.get("metadata") or {}).get(
                 "labels", {})) for o in (obj, old) if o):
             return "skip"
-        bound = {k: v for k, v in request.items() if k not in ("object", "oldObject")}
-        return match_conditions(hook, {"object": celpy.json_to_cel(obj),
-                                       "oldObject": celpy.json_to_cel(old),
-                                       "request": celpy.json_to_cel(bound)})
+        return match_conditions(spec.get("matchConditions", []), bindings(obj, old, request))
 
     def _run(self, hook: Webhook, request: dict, labels: dict, result: Result, again: bool) -> bool:
         """Call one webhook if it matches; True when its patch changed the object."""
@@ -398,103 +347,3 @@ class Apiserver:
                                                      host.rsplit(":", 1)[0],
                                                      hook.spec.get("timeoutSeconds", 10))
         return self.connections[hook.name]
-
-
-def _backend(objects: list[dict], service: dict) -> tuple[dict, dict, int]:
-    """The Deployment, container and containerPort behind the webhooks' Service port."""
-    [svc] = [o for o in objects if o["kind"] == "Service"
-             and o["metadata"]["name"] == service["name"]
-             and o["metadata"].get("namespace") == service["namespace"]]
-    [port] = [p for p in svc["spec"]["ports"] if p["port"] == service.get("port", 443)]
-    selector = {"matchLabels": svc["spec"]["selector"]}
-    [deployment] = [o for o in objects if o["kind"] == "Deployment" and selector_matches(
-        selector, o["spec"]["template"]["metadata"].get("labels", {}))]
-    target = port.get("targetPort", port["port"])
-    for container in deployment["spec"]["template"]["spec"]["containers"]:
-        for cport in container.get("ports", []):
-            if target in (cport.get("name"), cport["containerPort"]):
-                return deployment, container, cport["containerPort"]
-    raise HarnessError(f"Service {service['name']}:{port['port']}: no container port {target!r}")
-
-
-def _mounts(deployment: dict, container: dict, objects: list[dict],
-            workdir: Path) -> dict[str, Path]:
-    """mountPath -> a local folder with what the kubelet would mount there (Secret: workdir/tls)."""
-    volumes = {v["name"]: v for v in deployment["spec"]["template"]["spec"].get("volumes", [])}
-    mounts = {}
-    for mount in container.get("volumeMounts", []):
-        volume, folder = volumes[mount["name"]], workdir / mount["name"]
-        if "secret" in volume:  # the serving certificate, made by `certs generate` below
-            mounts[mount["mountPath"]] = workdir / "tls"
-        elif "configMap" in volume:
-            [config] = [o for o in objects if o["kind"] == "ConfigMap"
-                        and o["metadata"]["name"] == volume["configMap"]["name"]]
-            folder.mkdir()
-            for key, text in config.get("data", {}).items():
-                (folder / key).write_text(text)
-            mounts[mount["mountPath"]] = folder
-    return mounts
-
-
-def serve_command(container: dict, mounts: dict[str, Path], port: int, declared: int) -> list[str]:
-    """The container's command line, on 127.0.0.1:`port`, mounted paths made local."""
-    if container.get("command") != ["python", "-m", "webhook"]:
-        raise HarnessError(f"unexpected webhook command {container.get('command')}")
-    args = list(container["args"])
-    for index, (flag, value) in enumerate(itertools.pairwise(args)):
-        if flag == "--port" and int(value) != declared:
-            raise HarnessError(f"--port {value} is not the containerPort {declared} that the "
-                               "Service targets")
-        if flag in ("--host", "--port"):
-            args[index + 1] = "127.0.0.1" if flag == "--host" else str(port)
-        elif value.startswith("/"):
-            if value not in mounts:
-                raise HarnessError(f"{flag} {value} is not a mounted volume of the container")
-            args[index + 1] = str(mounts[value])
-    return [sys.executable, "-m", "webhook", *args]
-
-
-@contextlib.contextmanager
-def running(workdir: Path, target: Path = REPO / "deploy") -> Iterator[tuple[Apiserver, Server]]:
-    """Render `target`, make certificates, start the real server; yield the dispatcher and it."""
-    objects = render(target)
-    configs = sorted((o for o in objects if o["kind"].endswith("WebhookConfiguration")),
-                     key=lambda o: (not o["kind"].startswith("Mutating"), o["metadata"]["name"]))
-    webhooks = [Webhook(copy.deepcopy(spec), c["kind"].startswith("Mutating"))
-                for c in configs for spec in c["webhooks"]]
-    services = {json.dumps(h.spec["clientConfig"]["service"] | {"path": ""}) for h in webhooks}
-    if len(services) != 1:
-        raise HarnessError(f"the webhooks should call one Service port, not {services}")
-    service = webhooks[0].spec["clientConfig"]["service"]
-    deployment, container, declared = _backend(objects, service)
-    bundle = subprocess.run(
-        [sys.executable, "-m", "certs", "generate", "--service", service["name"],
-         "--namespace", service["namespace"], "--out", str(workdir / "tls")],
-        cwd=REPO, check=True, capture_output=True, text=True).stdout.split()[-1]
-    for hook in webhooks:
-        hook.spec["clientConfig"]["caBundle"] = bundle  # what the lwgpu-certs Job patches in
-    port = free_port()
-    mounts = _mounts(deployment, container, objects, workdir)
-    command = serve_command(container, mounts, port, declared)
-    host = webhooks[0].service()[0]
-    stdout, stderr = workdir / "server.stdout", workdir / "server.stderr"
-    environment = {k: v for k, v in os.environ.items() if k != "PROMETHEUS_MULTIPROC_DIR"}
-    with open(stdout, "wb") as out, open(stderr, "wb") as err:
-        process = subprocess.Popen(command, cwd=REPO, env=environment, stdout=out, stderr=err)
-    server = Server(process, port, workdir / "tls" / "ca.crt", stdout, stderr)
-    apiserver = Apiserver(webhooks, {host: port})
-
-    def ready() -> bool:
-        if process.poll() is not None:
-            raise HarnessError(f"server exited with {process.returncode}:\n{stderr.read_text()}")
-        conn = server.connect(host.rsplit(":", 1)[0])
-        with contextlib.suppress(OSError), contextlib.closing(conn):
-            return conn.call("GET", "/readyz")[0] == 200
-        return False
-
-    try:
-        wait_for(ready, 30, what="/readyz of the webhook server")
-        yield apiserver, server
-    finally:
-        apiserver.close()
-        server.stop()
