@@ -47,6 +47,17 @@ def growth(result: dict) -> list[str]:
     return lines
 
 
+def breakdown(result: dict) -> list[str]:
+    """The two WSGI apps called directly, and the parts of their difference (µs)."""
+    stats = result["stats"]
+    return ["### Where the per-request difference goes: WSGI apps called directly, no gunicorn "
+            "or TLS (µs, medians)", ""] + _table(
+        ["part", "median", "p99"],
+        [[name, s["median_us"], s["p99_us"]] for name, s in stats.items()]) + [
+        "", f"webhook app − no-op app = {result['gap_us']} µs: " + ", ".join(
+            f"{name} {value}" for name, value in result["parts_us"].items()) + "."]
+
+
 def end_to_end(result: dict) -> list[str]:
     """wrk throughput and latency, webhook vs no-op, per connection count."""
     rows = []
@@ -118,8 +129,8 @@ def render(results: dict) -> str:
     lines += ["### Targets (issue 7)", ""] + _table(
         ["target", "measured", "met"],
         [[c["target"], c["measured"], "yes" if c["met"] else "**no**"] for c in results["targets"]])
-    for key, section in (("inprocess", inprocess), ("growth", growth), ("e2e", end_to_end),
-                         ("memory", memory)):
+    for key, section in (("inprocess", inprocess), ("growth", growth), ("breakdown", breakdown),
+                         ("e2e", end_to_end), ("memory", memory)):
         if key in results:
             lines += [""] + section(results[key])
     return "\n".join(lines) + "\n"

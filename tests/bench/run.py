@@ -5,7 +5,8 @@
     .venv/bin/python -m tests.bench.run --only inprocess growth
 
 Parts: `inprocess` (one review vs the JSON floor), `growth` (1..256 containers),
-`e2e` (wrk against `webhook serve` and the no-op app; needs `wrk`), `memory`
+`breakdown` (the webhook's and the no-op's WSGI apps called directly, and where the
+difference goes), `e2e` (wrk against `webhook serve` and the no-op app; needs `wrk`), `memory`
 (RSS/PSS after 10k and 50k reviews). Results go to `bench-results/` (git-ignored):
 `bench-<time>.json`, `latest.json` and `latest.md`. Traffic goes to 127.0.0.1 only;
 every server started is stopped on exit, error or Ctrl-C. Exit 0 whatever the
@@ -32,7 +33,7 @@ from webhook.policy import load_policies
 
 from . import bodies, e2e, inprocess, report
 
-PARTS = ("inprocess", "growth", "e2e", "memory")
+PARTS = ("inprocess", "growth", "breakdown", "e2e", "memory")
 OUT = Path(__file__).resolve().parents[2] / "bench-results"
 
 
@@ -74,6 +75,8 @@ def run(args: argparse.Namespace) -> dict:
     if "growth" in args.only:
         results["growth"] = inprocess.growth(policies, budget_s=4.0 if quick else 12.0)
     with tempfile.TemporaryDirectory(prefix="lwgpu-bench-") as scratch:
+        if "breakdown" in args.only:
+            results["breakdown"] = _breakdown(Path(scratch), budget_s=2.0 if quick else 6.0)
         if "e2e" in args.only:
             results["e2e"] = e2e.end_to_end(
                 Path(scratch) / "e2e", seed, duration_s=3 if quick else args.duration,
@@ -86,6 +89,16 @@ def run(args: argparse.Namespace) -> dict:
     results["load_after"] = _load()
     results["targets"] = report.targets(results)
     return results
+
+
+def _breakdown(scratch: Path, budget_s: float) -> dict:
+    # A process of its own: see the docstring of tests.bench.wsgi.
+    (scratch / "metrics").mkdir()
+    env = {**os.environ, "PROMETHEUS_MULTIPROC_DIR": str(scratch / "metrics")}
+    out = scratch / "breakdown.json"
+    subprocess.run([sys.executable, "-m", "tests.bench.wsgi", str(out), str(budget_s)],
+                   cwd=OUT.parent, env=env, check=True, timeout=budget_s + 120)
+    return orjson.loads(out.read_bytes())
 
 
 def _stop_on_sigterm(signum: int, frame: object) -> None:

@@ -1,0 +1,88 @@
+"""Where the end-to-end difference goes: the two WSGI apps called directly, and their parts.
+
+`python -m tests.bench.wsgi OUT.json [BUDGET_S]` times, in turns, one POST /mutate
+through the webhook's Flask app and through the no-op app (no gunicorn, no TLS),
+the review alone, the no-op's JSON round trip, one metrics observation and one
+access-log line; the difference the parts do not explain is the server's glue
+(edge checks, Flask context, error handling). Run in its own process by `run.py`:
+prometheus-client chooses its multi-process value store at import time, and the
+access log writes to file descriptor 1, which is pointed at a scratch file here.
+"""
+
+from __future__ import annotations
+
+import io
+import os
+import sys
+import tempfile
+from pathlib import Path
+
+import orjson
+
+
+def _environ(body: bytes) -> dict:
+    return {"REQUEST_METHOD": "POST", "PATH_INFO": "/mutate", "SERVER_NAME": "127.0.0.1",
+            "SERVER_PORT": "8443", "SERVER_PROTOCOL": "HTTP/1.1", "wsgi.url_scheme": "https",
+            "CONTENT_TYPE": "application/json", "CONTENT_LENGTH": str(len(body)),
+            "wsgi.input": io.BytesIO(body), "wsgi.errors": sys.stderr, "wsgi.version": (1, 0),
+            "wsgi.multithread": True, "wsgi.multiprocess": True, "wsgi.run_once": False}
+
+
+def _caller(app, body: bytes):
+    def call() -> bytes:
+        statuses = []
+        chunks = app(_environ(body), lambda status, headers, exc_info=None: statuses.append(status))
+        data = b"".join(chunks)
+        chunks.close()
+        if not statuses or not statuses[0].startswith("200"):
+            raise RuntimeError(f"POST /mutate answered {statuses} {data[:200]!r}")
+        return data
+    return call
+
+
+def breakdown(budget_s: float) -> dict:
+    """Median µs per call of each part, and the glue that the parts leave unexplained."""
+    from webhook import DEFAULT_POLICIES
+    from webhook.server import access_log, metrics
+    from webhook.server.app import create_app
+    from webhook.server.policy_store import PolicyStore
+
+    from . import bodies, noop
+    from .inprocess import orjson_floor, review_bytes
+    from .timing import interleaved
+
+    store = PolicyStore(DEFAULT_POLICIES)
+    store.poll()
+    body = bodies.body(bodies.seed_pod())
+    parsed = orjson.loads(body)
+    stats = interleaved({
+        "webhook app": _caller(create_app(store), body),
+        "no-op app": _caller(noop.create_app(), body),
+        "review": lambda: review_bytes(body, store.current),
+        "no-op JSON": lambda: orjson_floor(body),
+        "metrics": lambda: metrics.observe_review("mutate", "mutated", 0.001),
+        "access log": lambda: access_log.write(access_log.entry("mutate", 200, 0.001, parsed)),
+    }, budget_s=budget_s, max_rounds=50_000)
+    median = {name: s["median_us"] for name, s in stats.items()}
+    gap = median["webhook app"] - median["no-op app"]
+    parts = {"review − no-op JSON": median["review"] - median["no-op JSON"],
+             "metrics": median["metrics"], "access log": median["access log"]}
+    parts["server glue (the rest)"] = gap - sum(parts.values())
+    return {"stats": stats, "gap_us": round(gap, 2),
+            "parts_us": {name: round(value, 2) for name, value in parts.items()}}
+
+
+def main(argv: list[str]) -> int:
+    """Write `breakdown()` as JSON to argv[0]; PROMETHEUS_MULTIPROC_DIR must be set."""
+    if not os.environ.get("PROMETHEUS_MULTIPROC_DIR"):
+        print("set PROMETHEUS_MULTIPROC_DIR to an empty folder (as the server does)", file=sys.stderr)
+        return 2
+    with tempfile.TemporaryFile() as log:
+        os.dup2(log.fileno(), 1)
+        result = breakdown(float(argv[1]) if len(argv) > 1 else 6.0)
+    Path(argv[0]).write_bytes(orjson.dumps(result))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
