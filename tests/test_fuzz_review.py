@@ -21,12 +21,12 @@ import string
 import jsonpatch
 import orjson
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from tests.helpers import admission_review, container, default_policies, pod, workload
 from tests.reliability import procfs
-from tests.reliability.mutate import corrupted, mutated, nest
+from tests.reliability.mutate import FUZZ, corrupted, mutated, nest, print_counts
 from tests.server_harness import REPO, Connection, client_context, serving
 from webhook.admission import API_VERSION, KIND, BadReview, encode, review
 from webhook.decision import WARNING_LIMIT
@@ -34,9 +34,6 @@ from webhook.decision import WARNING_LIMIT
 # A denial is read by a person in kubectl's output: it names fields and values, shortened.
 MESSAGE_LIMIT = 1024
 DECISIONS = {"skipped", "allowed", "mutated", "denied"}
-FUZZ = settings(deadline=None, derandomize=True, database=None,
-                suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large,
-                                       HealthCheck.large_base_example])
 SELECTOR = {"aliyun.accelerator/nvidia_mem": "2048MiB"}
 
 
@@ -46,14 +43,21 @@ def _bases() -> list[dict]:
     pods = [
         pod(),
         pod(container(limits={"nvidia.com/gpu": "1"}), node_selector=SELECTOR),
-        pod(container("a"), container("b", limits={"nvidia.com/gpumem": 3000},
-                                      requests={"nvidia.com/gpumem": "3000"})),
+        pod(
+            container("a"),
+            container(
+                "b", limits={"nvidia.com/gpumem": 3000}, requests={"nvidia.com/gpumem": "3000"}
+            ),
+        ),
         pod(container(), annotations={"lwgpu.io/gpu-memory": "1536Mi"}),
         pod(container(limits={"aliyun.com/gpu-mem": 1}), init=(sidecar,), node_selector={}),
         pod(container(limits={"aliyun.com/gpu-mem": 9})),
     ]
-    objects = [*pods, workload("apps/v1", "Deployment", pods[0]),
-               workload("batch/v1", "CronJob", pods[2])]
+    objects = [
+        *pods,
+        workload("apps/v1", "Deployment", pods[0]),
+        workload("batch/v1", "CronJob", pods[2]),
+    ]
     reviews = [admission_review(o, uid=f"fuzz-{i}") for i, o in enumerate(objects)]
     reviews.append(admission_review(objects[-2], operation="UPDATE", uid="fuzz-update"))
     return reviews
@@ -93,12 +97,6 @@ def check_in_process(body: object, mutate: bool) -> str:
     return result.decision
 
 
-def _summary(capsys, what: str, counts: collections.Counter) -> None:
-    with capsys.disabled():
-        print(f"\n{what}: {sum(counts.values())} bodies: "
-              + ", ".join(f"{k}={v}" for k, v in sorted(counts.items())))
-
-
 def test_mutated_reviews_in_process(capsys):
     counts: collections.Counter = collections.Counter()
 
@@ -108,15 +106,16 @@ def test_mutated_reviews_in_process(capsys):
         counts[check_in_process(body, mutate)] += 1
 
     check()
-    _summary(capsys, "in-process review fuzz", counts)
+    print_counts(capsys, "in-process review fuzz", counts)
     # The generator must reach refusals of the envelope and every decision, or it tests little.
     assert counts.keys() == {"400", *DECISIONS} and sum(counts.values()) >= 2000
 
 
 @pytest.fixture(scope="module")
 def server(tmp_path_factory):
-    with serving(tmp_path_factory.mktemp("fuzz"), REPO / "policies" / "default.yaml",
-                 workers=2, threads=4) as running:
+    with serving(
+        tmp_path_factory.mktemp("fuzz"), REPO / "policies" / "default.yaml", workers=2, threads=4
+    ) as running:
         yield running
 
 
@@ -143,10 +142,16 @@ def _wire(body: object, ascii_only: bool) -> bytes:
     return json.dumps(body, ensure_ascii=ascii_only).encode("utf-8", "surrogatepass")
 
 
+# Drawn twice as often as a byte-level corruption (see the test): most corrupted bytes are
+# refused by the JSON parser, structural mutations reach the decision.
+WIRE_REVIEWS = st.builds(_wire, mutated(BASES), st.booleans())
+
+
 def check_over_https(conn, data: bytes) -> str:
     """POST `data` to /mutate; assert a 200 review or a 4xx Status. Returns the status code."""
-    status, headers, answer = conn.call("POST", "/mutate", data,
-                                        {"Content-Type": "application/json"})
+    status, headers, answer = conn.call(
+        "POST", "/mutate", data, {"Content-Type": "application/json"}
+    )
     assert status < 500, answer[:2000]
     assert headers["Content-Type"] == "application/json"
     parsed = orjson.loads(answer)
@@ -167,15 +172,14 @@ def test_mutated_reviews_over_https(server, capsys):
     with contextlib.closing(_connect(server)) as conn:
 
         @settings(FUZZ, max_examples=1000)
-        # Two structural mutations to one byte-level corruption: most corrupted bytes are
-        # refused by the JSON parser, the structural ones reach the decision.
-        reviews = st.builds(_wire, mutated(BASES), st.booleans())
-        @given(data=st.one_of(reviews, reviews, st.sampled_from(valid).flatmap(corrupted)))
+        @given(
+            data=st.one_of(WIRE_REVIEWS, WIRE_REVIEWS, st.sampled_from(valid).flatmap(corrupted))
+        )
         def check(data):
             counts[check_over_https(conn, data)] += 1
 
         check()
-    _summary(capsys, "HTTPS review fuzz", counts)
+    print_counts(capsys, "HTTPS review fuzz", counts)
     assert counts.keys() == {"200", "400"} and sum(counts.values()) >= 1000
     assert server.get("/healthz")[0] == 200
     assert len(workers) == 2 and procfs.children(server.process.pid) == workers
@@ -187,17 +191,37 @@ EXTREMES = [
     ("spec-field-nested-240-deep", _wire(admission_review(pod(extra=nest(240, 1))), True), 200),
     ("uid-2**70", _wire(BASES[0] | {"request": BASES[0]["request"] | {"uid": 2**70}}, True), 400),
     # orjson reads integers beyond 64 bits as floats: the quantity is out of range, a denial.
-    ("gpu-mem-2**70", _wire(admission_review(pod(container(
-        limits={"aliyun.com/gpu-mem": 2**70}))), True), 200),
-    ("nan-quantity", _wire(admission_review(pod(container(
-        limits={"aliyun.com/gpu-mem": float("nan")}))), True), 400),
+    (
+        "gpu-mem-2**70",
+        _wire(admission_review(pod(container(limits={"aliyun.com/gpu-mem": 2**70}))), True),
+        200,
+    ),
+    (
+        "nan-quantity",
+        _wire(admission_review(pod(container(limits={"aliyun.com/gpu-mem": float("nan")}))), True),
+        400,
+    ),
     ("lone-surrogate", _wire(admission_review(pod(container("\ud800"))), False), 400),
-    ("nul-in-uid", _wire(BASES[0] | {"request": BASES[0]["request"] | {"uid": "a\x00b"}}, True),
-     200),
-    ("100k-names", _wire(admission_review(pod(container(
-        string.ascii_letters * 2000, limits={"aliyun.com/gpu-mem": 2}))), True), 200),
-    ("6-mib-annotation", _wire(admission_review(pod(annotations={"x": "y" * (6 << 20)})), True),
-     200),
+    (
+        "nul-in-uid",
+        _wire(BASES[0] | {"request": BASES[0]["request"] | {"uid": "a\x00b"}}, True),
+        200,
+    ),
+    (
+        "100k-names",
+        _wire(
+            admission_review(
+                pod(container(string.ascii_letters * 2000, limits={"aliyun.com/gpu-mem": 2}))
+            ),
+            True,
+        ),
+        200,
+    ),
+    (
+        "6-mib-annotation",
+        _wire(admission_review(pod(annotations={"x": "y" * (6 << 20)})), True),
+        200,
+    ),
     ("body-is-array", b"[" + _wire(BASES[0], True) + b"]", 400),
     ("body-is-null", b"null", 400),
 ]

@@ -12,29 +12,100 @@ from __future__ import annotations
 
 import copy
 import operator
+from collections.abc import Mapping
 from typing import Any
 
+from hypothesis import HealthCheck, settings
 from hypothesis import strategies as st
 
 Path = tuple[str | int, ...]
 
+# Fuzz tests run the same examples every time (CI must not find a new failure by chance)
+# and generate big values on purpose.
+FUZZ = settings(
+    deadline=None,
+    derandomize=True,
+    database=None,
+    suppress_health_check=[
+        HealthCheck.too_slow,
+        HealthCheck.data_too_large,
+        HealthCheck.large_base_example,
+    ],
+)
+
 # Keys the decision and the loader look up, and keys that need escaping in a JSON pointer.
-KEY_NAMES = ("aliyun.com/gpu-mem", "nvidia.com/gpu", "nvidia.com/gpumem", "lwgpu.io/gpu-memory",
-             "lwgpu.io/container", "lwgpu.io/skip", "lwgpu.io/profile", "restartPolicy",
-             "resources", "limits", "requests", "nodeSelector", "annotations", "name", "spec",
-             "a/b", "a~1b", "~0", "~", "/", "", "aliyun.accelerator/nvidia_mem")
-QUANTITY_TEXT = ("1", "2", "0", "-1", "1.5Gi", "500M", "2e3", "1e999999999", "9" * 40, "0x10",
-                 "2Gi ", "NaN", "Infinity", "١٢", "true", "2048MiB", "1Ei", ".5", "+1")
+KEY_NAMES = (
+    "aliyun.com/gpu-mem",
+    "nvidia.com/gpu",
+    "nvidia.com/gpumem",
+    "lwgpu.io/gpu-memory",
+    "lwgpu.io/container",
+    "lwgpu.io/skip",
+    "lwgpu.io/profile",
+    "restartPolicy",
+    "resources",
+    "limits",
+    "requests",
+    "nodeSelector",
+    "annotations",
+    "name",
+    "spec",
+    "a/b",
+    "a~1b",
+    "~0",
+    "~",
+    "/",
+    "",
+    "aliyun.accelerator/nvidia_mem",
+)
+QUANTITY_TEXT = (
+    "1",
+    "2",
+    "0",
+    "-1",
+    "1.5Gi",
+    "500M",
+    "2e3",
+    "1e999999999",
+    "9" * 40,
+    "0x10",
+    "2Gi ",
+    "NaN",
+    "Infinity",
+    "١٢",
+    "true",
+    "2048MiB",
+    "1Ei",
+    ".5",
+    "+1",
+)
 KEYS = st.one_of(st.sampled_from(KEY_NAMES), st.text(max_size=12))
 SCALARS = st.one_of(
-    st.none(), st.booleans(), st.integers(),
+    st.none(),
+    st.booleans(),
+    st.integers(),
     st.sampled_from([2**63, -(2**63) - 1, 2**64, 10**30, -(10**40)]),
     st.floats(allow_nan=True, allow_infinity=True),
-    st.text(max_size=16), st.sampled_from(QUANTITY_TEXT), st.sampled_from(KEY_NAMES))
-BIG_STRINGS = st.builds(operator.mul, st.sampled_from(["x", "é", "🎮", "/", "~1", "\\", "\u202e"]),
-                        st.sampled_from([4096, 100 * 1024]))
-NESTED = st.recursive(SCALARS, lambda inner: st.lists(inner, max_size=4)
-                      | st.dictionaries(KEYS, inner, max_size=4), max_leaves=12)
+    st.text(max_size=16),
+    st.sampled_from(QUANTITY_TEXT),
+    st.sampled_from(KEY_NAMES),
+)
+
+
+def long_strings(*sizes: int) -> st.SearchStrategy[str]:
+    """One character (ASCII, accented, astral, `/`, `~1`, a bidi override) repeated."""
+    return st.builds(
+        operator.mul,
+        st.sampled_from(["x", "é", "🎮", "/", "~1", "\\", "\u202e"]),
+        st.sampled_from(sizes),
+    )
+
+
+NESTED = st.recursive(
+    SCALARS,
+    lambda inner: st.lists(inner, max_size=4) | st.dictionaries(KEYS, inner, max_size=4),
+    max_leaves=12,
+)
 
 
 def nest(depth: int, leaf: Any) -> Any:
@@ -46,7 +117,9 @@ def nest(depth: int, leaf: Any) -> Any:
 
 # Depths stay below what a recursive Python walk (deepcopy, json.dumps) of the tree survives.
 DEEP = st.builds(nest, st.sampled_from([50, 120, 240]), SCALARS)
-VALUES = st.one_of(SCALARS, BIG_STRINGS, NESTED, DEEP)
+VALUES = st.one_of(SCALARS, long_strings(4096, 100 * 1024), NESTED, DEEP)
+# For YAML: the pure-Python parser takes a tenth of a second per 100 KB string.
+SMALL_VALUES = st.one_of(SCALARS, long_strings(4096), NESTED, DEEP)
 OPERATION = st.sampled_from(("delete", "replace", "add", "wrap-list", "wrap-map", "duplicate"))
 
 
@@ -96,8 +169,10 @@ def _apply(root: Any, path: Path, operation: str, key: str, value: Any) -> Any:
 
 
 @st.composite
-def mutated(draw: st.DrawFn, bases: list[Any], most: int = 4) -> Any:
-    """One of `bases` (copied) after one to `most` mutations at drawn places."""
+def mutated(
+    draw: st.DrawFn, bases: list[Any], most: int = 4, values: st.SearchStrategy = VALUES
+) -> Any:
+    """One of `bases` (copied) after one to `most` mutations at drawn places, with `values`."""
     root = copy.deepcopy(draw(st.sampled_from(bases)))
     for _ in range(draw(st.integers(1, most))):
         paths = walk(root)
@@ -107,7 +182,7 @@ def mutated(draw: st.DrawFn, bases: list[Any], most: int = 4) -> Any:
         # An index, not sampled_from(paths): hypothesis caches integers(), and building a new
         # strategy per draw would cost more than the review under test.
         path = paths[draw(st.integers(0, len(paths) - 1))]
-        root = _apply(root, path, draw(OPERATION), draw(KEYS), draw(VALUES))
+        root = _apply(root, path, draw(OPERATION), draw(KEYS), draw(values))
     return root
 
 
@@ -120,8 +195,34 @@ def corrupted(draw: st.DrawFn, data: bytes) -> bytes:
         if kind == "truncate":
             data = data[:at]
         else:
-            chunk = draw(st.binary(min_size=1, max_size=6)
-                         | st.sampled_from([b"{", b"}", b"[", b'"', b":", b"\\", b"\xff", b"\x00",
-                                            b"\n- ", b"&a ", b"*a", b"!!python/object ", b"\t"]))
-            data = data[:at] + chunk + data[at + (len(chunk) if kind == "overwrite" else 0):]
+            chunk = draw(
+                st.binary(min_size=1, max_size=6)
+                | st.sampled_from(
+                    [
+                        b"{",
+                        b"}",
+                        b"[",
+                        b'"',
+                        b":",
+                        b"\\",
+                        b"\xff",
+                        b"\x00",
+                        b"\n- ",
+                        b"&a ",
+                        b"*a",
+                        b"!!python/object ",
+                        b"\t",
+                    ]
+                )
+            )
+            data = data[:at] + chunk + data[at + (len(chunk) if kind == "overwrite" else 0) :]
     return data
+
+
+def print_counts(capsys, what: str, counts: Mapping[str, int]) -> None:
+    """Print one summary line of a fuzz run's outcomes, past pytest's output capture."""
+    with capsys.disabled():
+        print(
+            f"\n{what}: {sum(counts.values())} inputs: "
+            + ", ".join(f"{k}={v}" for k, v in sorted(counts.items()))
+        )
