@@ -10,8 +10,8 @@ from __future__ import annotations
 from typing import Any, NamedTuple
 
 from . import quantity
-from .edit import Editor
 from .asks import Ask, Refusal, containers, effective_gpus, mentions_gpu, read_asks
+from .edit import Editor
 from .placement import admits, best_fit, constraints
 from .policy import GPU_RESOURCE, Policy, Profile
 from .workload import dig, field_path, group_of, template_path

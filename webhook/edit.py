@@ -18,8 +18,9 @@ edit is done.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from functools import lru_cache
-from typing import Any, Sequence
+from typing import Any
 
 from .workload import pointer
 

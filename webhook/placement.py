@@ -8,7 +8,7 @@ constrained only when every term constrains it.
 
 from __future__ import annotations
 
-from typing import Iterable
+from collections.abc import Iterable
 
 from .policy import Profile
 

@@ -191,7 +191,7 @@ def memory(workdir: Path, body: bytes, *, checkpoints: tuple[int, ...] = (10_000
                 threads_used = min(2, connections)
                 wrk(server.url + "/mutate", body_file, script, connections=connections,
                     duration_s=max_phase_s, limit_per_thread=-(-missing // threads_used),
-                    until=lambda: server.reviews() >= target)
+                    until=lambda goal=target: server.reviews() >= goal)
             samples.append({"reviews": server.reviews(), **procs.memory(server.process.pid)})
     first, last = samples[1], samples[-1]
     growth = round(last["rss_mib"] - first["rss_mib"], 1)

@@ -118,7 +118,8 @@ def serving(name: str, module: str, args: list[str], ca: Path, workdir: Path) ->
     with open(stdout, "wb") as out, open(stderr, "wb") as err:
         process = subprocess.Popen([sys.executable, "-m", module, *args, "--port", str(port)],
                                    cwd=REPO, env=env, stdout=out, stderr=err,
-                                   start_new_session=True, preexec_fn=_die_with_parent)
+                                   # The benchmark runs no threads, so preexec_fn is safe here.
+                                   start_new_session=True, preexec_fn=_die_with_parent)  # noqa: PLW1509
     server = Server(name, process, port, ca)
     try:
         deadline = time.monotonic() + START_TIMEOUT_S

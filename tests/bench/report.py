@@ -39,9 +39,8 @@ def growth(result: dict) -> list[str]:
         [[p["containers"], _kib(p["bytes"]), p["review"]["median_us"], p["decision"]["median_us"],
           p["json"]["median_us"], p["orjson"]["median_us"], f"{p['ratio_json']:.2f}×"]
          for p in result["points"]])
-    lines += ["", "Per-container slope (least squares) and growth exponent k "
-              "((cost(n) − cost(1)) ∝ nᵏ between 64 and 256 containers; 1 = linear, 2 = quadratic):",
-              ""] + _table(["", "µs per container", "k"],
+    lines += ["", ("Per-container slope (least squares) and growth exponent k ((cost(n) − cost(1)) "
+                   "∝ nᵏ between 64 and 256 containers; 1 = linear, 2 = quadratic):"), ""] + _table(["", "µs per container", "k"],
                            [[name, fits[name]["us_per_container"], fits[name]["exponent"]]
                             for name in ("review", "decision", "json", "orjson")])
     return lines
@@ -50,8 +49,8 @@ def growth(result: dict) -> list[str]:
 def breakdown(result: dict) -> list[str]:
     """The two WSGI apps called directly, and the parts of their difference (µs)."""
     stats = result["stats"]
-    return ["### Where the per-request difference goes: WSGI apps called directly, no gunicorn "
-            "or TLS (µs, medians)", ""] + _table(
+    return [("### Where the per-request difference goes: WSGI apps called directly, no gunicorn "
+             "or TLS (µs, medians)"), ""] + _table(
         ["part", "median", "p99"],
         [[name, s["median_us"], s["p99_us"]] for name, s in stats.items()]) + [
         "", f"webhook app − no-op app = {result['gap_us']} µs: " + ", ".join(
@@ -67,14 +66,14 @@ def end_to_end(result: dict) -> list[str]:
                      hook["p50_ms"], hook["p99_ms"], noop["p50_ms"], noop["p99_ms"],
                      f"{hook['busiest_worker_share']:.2f} / {noop['busiest_worker_share']:.2f}",
                      hook["errors"] + noop["errors"]])
-    return [f"### End to end: wrk over TLS + keep-alive, {result['workers']} workers × "
-            f"{result['threads']} threads, {result['duration_s']:g} s × {result['repeats']} runs each "
-            f"(medians), review → {result['decision']}", ""] + _table(
+    return [(f"### End to end: wrk over TLS + keep-alive, {result['workers']} workers × "
+             f"{result['threads']} threads, {result['duration_s']:g} s × {result['repeats']} runs "
+             f"each (medians), review → {result['decision']}"), ""] + _table(
         ["connections", "webhook req/s", "no-op req/s", "webhook / no-op", "webhook p50 ms",
          "webhook p99 ms", "no-op p50 ms", "no-op p99 ms",
          "busiest worker's CPU share (webhook / no-op)", "errors"], rows) + [
-        "", "A busiest-worker share near 1.00 means one worker took every connection "
-            "while the other idled (gthread workers share one accept socket)."]
+        "", ("A busiest-worker share near 1.00 means one worker took every connection "
+             "while the other idled (gthread workers share one accept socket).")]
 
 
 def memory(result: dict) -> list[str]:
@@ -83,8 +82,8 @@ def memory(result: dict) -> list[str]:
         ["reviews", "processes", "RSS total MiB", "PSS total MiB", "master RSS", "worker RSS"],
         [[s["reviews"], s["processes"], s["rss_mib"], s["pss_mib"], s["master_rss_mib"],
           ", ".join(str(w) for w in s["worker_rss_mib"])] for s in result["samples"]]) + [
-        "", f"RSS growth from the first to the last checkpoint: {result['growth_rss_mib']} MiB "
-            f"({result['growth_pct']}%)."]
+        "", (f"RSS growth from the first to the last checkpoint: {result['growth_rss_mib']} MiB "
+             f"({result['growth_pct']}%).")]
 
 
 def targets(results: dict) -> list[dict]:
@@ -123,9 +122,9 @@ def targets(results: dict) -> list[dict]:
 
 def render(results: dict) -> str:
     """The whole report as Markdown."""
-    lines = [f"Run {results['started']} · commit {results['commit']} · {results['cpus']} CPUs · "
-             f"Python {results['python']} · load average {results['load_before']} before, "
-             f"{results['load_after']} after", ""]
+    lines = [(f"Run {results['started']} · commit {results['commit']} · {results['cpus']} CPUs · "
+              f"Python {results['python']} · load average {results['load_before']} before, "
+              f"{results['load_after']} after"), ""]
     lines += ["### Targets (issue 7)", ""] + _table(
         ["target", "measured", "met"],
         [[c["target"], c["measured"], "yes" if c["met"] else "**no**"] for c in results["targets"]])

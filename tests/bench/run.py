@@ -23,7 +23,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 
 import orjson
@@ -67,7 +67,7 @@ def run(args: argparse.Namespace) -> dict:
     quick = args.quick
     policies = load_policies(DEFAULT_POLICIES)
     seed = bodies.body(bodies.seed_pod())
-    results: dict = {"started": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+    results: dict = {"started": datetime.now(UTC).isoformat(timespec="seconds"),
                      "commit": _commit(), "cpus": os.cpu_count(), "python": platform.python_version(),
                      "load_before": _load()}
     if "inprocess" in args.only:
