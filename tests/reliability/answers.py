@@ -1,0 +1,64 @@
+"""What a well-formed answer to an AdmissionReview is, checked with assertions.
+
+Shared by the fuzz tests and the adversarial-pod tests: `checked_review` runs the one
+response builder the server and the CLI use and asserts everything a caller (the apiserver,
+a person reading kubectl's output) relies on.
+"""
+
+from __future__ import annotations
+
+import base64
+import contextlib
+import json
+
+import jsonpatch
+import orjson
+
+from tests.helpers import default_policies
+from webhook.admission import API_VERSION, KIND, BadReview, ReviewResult, encode, review
+from webhook.decision import WARNING_LIMIT
+
+# A denial is read by a person in kubectl's output: it names fields and values, shortened.
+MESSAGE_LIMIT = 1024
+DECISIONS = {"skipped", "allowed", "mutated", "denied"}
+
+
+def patch_of(result: ReviewResult) -> list[dict]:
+    """The JSON Patch operations of an answer (empty when it has none)."""
+    answer = result.response["response"]
+    return orjson.loads(base64.b64decode(answer["patch"])) if "patch" in answer else []
+
+
+def checked_review(body: object, mutate: bool = True) -> ReviewResult | None:
+    """Review `body` under the shipped policy and assert the answer is well-formed.
+
+    None when the body is refused as not an AdmissionReview (`BadReview`, HTTP 400). For a
+    patch: it applies to the request's object, yields the decision's object, and reviewing
+    the result again asks for no further change (the apiserver may reinvoke the webhook).
+    """
+    try:
+        result = review(body, default_policies(), mutate=mutate)
+    except BadReview as exc:
+        assert 0 < len(str(exc)) <= MESSAGE_LIMIT
+        return None
+    request = body["request"]
+    assert result.response.keys() == {"apiVersion", "kind", "response"}
+    assert (result.response["apiVersion"], result.response["kind"]) == (API_VERSION, KIND)
+    answer = result.response["response"]
+    assert answer["uid"] == request["uid"] == result.uid
+    assert answer["allowed"] is (result.decision != "denied")
+    assert result.decision in DECISIONS
+    assert all(isinstance(w, str) and len(w) <= WARNING_LIMIT for w in answer.get("warnings", []))
+    if result.decision == "denied":
+        assert answer["status"]["code"] == 403
+        assert 0 < len(answer["status"]["message"]) <= MESSAGE_LIMIT
+    if "patch" in answer:
+        assert mutate and answer["patchType"] == "JSONPatch"
+        patched = jsonpatch.apply_patch(request["object"], patch_of(result))
+        assert json.dumps(patched, sort_keys=True) == json.dumps(result.decided.obj, sort_keys=True)
+        again = review({**body, "request": {**request, "object": patched}}, default_policies())
+        assert "patch" not in again.response["response"], "a rewritten object must stay put"
+    with contextlib.suppress(orjson.JSONEncodeError):
+        orjson.dumps(body)  # only a body that could arrive as JSON must encode (no 2**70 uids)
+        encode(result.response)
+    return result
