@@ -14,7 +14,6 @@ from __future__ import annotations
 import collections
 import contextlib
 import json
-import socket
 import string
 import uuid
 
@@ -26,8 +25,9 @@ from hypothesis import strategies as st
 from tests.helpers import admission_review, container, default_policies, pod, workload
 from tests.reliability import procfs
 from tests.reliability.answers import checked_review
+from tests.reliability.load import NoDelayConnection, connect
 from tests.reliability.mutate import FUZZ, corrupted, mutated, nest, print_counts
-from tests.server_harness import REPO, Connection, client_context, serving
+from tests.server_harness import REPO, serving
 from webhook.admission import review
 
 SELECTOR = {"aliyun.accelerator/nvidia_mem": "2048MiB"}
@@ -94,21 +94,8 @@ def server(tmp_path_factory):
         yield running
 
 
-class NoDelayConnection(Connection):
-    """The harness's connection with TCP_NODELAY, as the apiserver's Go client dials.
-
-    http.client writes headers and body in two sends; with Nagle on, the second waits for
-    the server's delayed ACK, 40 ms per request on loopback instead of about 2 ms.
-    """
-
-    def connect(self) -> None:
-        """Connect as the harness does, then turn Nagle off."""
-        super().connect()
-        self.sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-
-
 def _connect(server) -> NoDelayConnection:
-    return NoDelayConnection(server.port, client_context(server.ca))
+    return connect(server.port, server.ca)
 
 
 def _wire(body: object, ascii_only: bool) -> bytes:

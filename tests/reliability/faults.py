@@ -1,0 +1,283 @@
+"""Faults under load: `python -m tests.reliability.faults [--out FILE]`.
+
+Starts `webhook serve` (2 gthread workers, real TLS, loopback) once per fault, drives it
+with `load.Load`, strikes, and prints one table row per fault: requests, failed requests,
+how many of those were in flight when the fault struck, and the recovery time. The rows and
+every failure's error go to `bench-results/reliability-faults.json` (git-ignored).
+
+(a) SIGKILL one worker: gunicorn forks a replacement; only requests in flight may fail.
+    Recovery: kill -> the replacement worker has loaded the policy (/metrics).
+(b) Policy file edited, then corrupted, truncated, emptied, deleted and restored: zero
+    failures, and every answer comes from the last good policy. Recovery: restore -> both
+    workers reloaded. The reload failures must show in /metrics.
+(c) Certificates rotated four times (two kubelet `..data` swaps, two file-by-file swaps),
+    each a new CA from `certs.generate(force=True)`: zero failed handshakes. Recovery: the
+    slowest rotation's swap -> the first handshake that presents the new certificate.
+(d) SIGTERM to the master while slow requests are in flight: every in-flight review ends
+    with a 200. Recovery: SIGTERM -> the master exited (the drain).
+
+Every loop is bounded in time and count; nothing leaves loopback.
+"""
+
+from __future__ import annotations
+
+import argparse
+import collections
+import json
+import os
+import platform
+import shutil
+import signal
+import sys
+import tempfile
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+from tests.reliability import procfs
+from tests.reliability.load import Load, Record
+from tests.reliability.policy_steps import POLICY, policy_steps
+from tests.reliability.report import row, table
+from tests.server_harness import REPO, make_certs, serving, wait_for
+from tests.test_server_tls import install_file_by_file, install_kubelet_style
+
+OUT = REPO / "bench-results" / "reliability-faults.json"
+WARM_UP = 300  # requests before a fault strikes
+AFTER = 600  # requests after recovery, to show the server serves again
+TIMEOUT_S = 45  # for any one wait; gunicorn's graceful timeout is 30 s
+
+
+def counter(server, name: str) -> float:
+    """A label-less counter of the server's /metrics (0 before its first increment)."""
+    return server.metrics().get((name, frozenset()), 0.0)
+
+
+def _served(expected: str) -> Callable[[Record], bool]:
+    return lambda r: r.status == 200 and r.profile == expected
+
+
+def kill_worker(work: Path) -> dict:
+    """(a) SIGKILL one of the two workers under load."""
+    with (
+        serving(work, POLICY, workers=2, threads=4) as server,
+        Load(server.port, [server.ca], keepalive=4, slow=2) as load,
+    ):
+        load.wait_requests(WARM_UP)
+        workers = procfs.children(server.process.pid)
+        loaded = counter(server, "lwgpu_policy_reloads_total")
+        victim = min(workers)
+        struck = time.monotonic()
+        os.kill(victim, signal.SIGKILL)
+        replaced = wait_for(
+            lambda: (
+                (now := procfs.children(server.process.pid)) != workers and len(now) == 2 and now
+            ),
+            TIMEOUT_S,
+            what="a new worker",
+        )
+        wait_for(
+            lambda: counter(server, "lwgpu_policy_reloads_total") > loaded,
+            TIMEOUT_S,
+            what="the new worker's policy load",
+        )
+        recovered = time.monotonic() - struck
+        load.wait_requests(AFTER)
+    return row(
+        "SIGKILL one worker",
+        load.records,
+        [struck],
+        recovered,
+        _served("GRID-P4-2Q"),
+        note=f"worker {victim} replaced by {sorted(replaced - workers)}; connections it held broke",
+    )
+
+
+def policy_faults(work: Path) -> dict:
+    """(b) Edit, corrupt, truncate, empty, delete and restore the policy file under load."""
+    live = work / "policies" / "default.yaml"
+    live.parent.mkdir()
+    shutil.copy(POLICY, live)
+    with (
+        serving(work, live, workers=2, threads=4) as server,
+        Load(server.port, [server.ca], keepalive=4, slow=2) as load,
+    ):
+        load.wait_requests(WARM_UP)
+        # (time, profiles a correct answer may name from then on)
+        accepted: list[tuple[float, set[str]]] = [(0.0, {"GRID-P4-2Q"})]
+        failures0 = counter(server, "lwgpu_policy_reload_failures_total")
+        steps = []
+        for step in policy_steps(live):
+            done = time.monotonic()
+            before = counter(server, step.metric)
+            step.apply()
+            if step.profile:  # a valid edit: either class until both workers reloaded
+                accepted.append((done, accepted[-1][1] | {step.profile}))
+            wait_for(
+                lambda m=step.metric, b=before: counter(server, m) >= b + 2,
+                TIMEOUT_S,
+                what=f"both workers to see the {step.name} policy",
+            )
+            took = time.monotonic() - done
+            if step.profile:
+                accepted.append((time.monotonic(), {step.profile}))
+            steps.append({"step": step.name, "seen_by_both_workers_s": round(took, 3)})
+            load.wait_requests(200)
+        failures = counter(server, "lwgpu_policy_reload_failures_total") - failures0
+        load.wait_requests(AFTER)
+
+    def ok(record: Record) -> bool:
+        # The classes accepted when the request started, and any accepted while it ran.
+        allowed = next(p for t, p in reversed(accepted) if t <= record.start)
+        allowed = allowed.union(*(p for t, p in accepted if record.start < t <= record.end))
+        return record.status == 200 and record.profile in allowed
+
+    profiles = collections.Counter(str(r.profile) for r in load.records)
+    return row(
+        "policy edit/corrupt/truncate/empty/delete/restore",
+        load.records,
+        [],
+        steps[-1]["seen_by_both_workers_s"],
+        ok,
+        steps=steps,
+        profiles=profiles,
+        note=f"/metrics counted {failures:.0f} failed reloads (4 bad states x 2 workers); "
+        f"answers stayed on the last good policy",
+    )
+
+
+def rotate_certificates(work: Path) -> dict:
+    """(c) Swap in four new certificate sets (each with a new CA) under load."""
+    sets = [make_certs(work / "sets" / f"v{i}", force=True) for i in range(1, 6)]
+    live = work / "live"
+    install_kubelet_style(live, sets[0], "..v1")
+    cas = [s / "ca.crt" for s in sets]
+    with (
+        serving(work, POLICY, live, workers=2, threads=4) as server,
+        Load(server.port, cas, keepalive=1, fresh=6) as load,
+    ):
+        load.wait_requests(WARM_UP)
+        struck, recoveries = [], []
+        for version, cert_set in enumerate(sets[1:], start=2):
+            install = install_kubelet_style if version <= 3 else install_file_by_file
+            new = _der(cert_set)
+            swapped = time.monotonic()
+            struck.append(swapped)
+            install(live, cert_set, f"..v{version}")
+            first = wait_for(
+                lambda s=swapped, n=new: next(
+                    (r for r in load.records if r.start > s and r.cert == n), None
+                ),
+                TIMEOUT_S,
+                what=f"certificate v{version} served",
+            )
+            recoveries.append(first.end - swapped)
+            # Both workers switched once 20 handshakes in a row got the new certificate.
+            wait_for(
+                lambda n=new: [r.cert for r in load.records if r.cert][-20:] == [n] * 20,
+                TIMEOUT_S,
+                what=f"every worker serving v{version}",
+            )
+        load.wait_requests(AFTER)
+    handshakes = sum(r.handshake for r in load.records)
+    return row(
+        "rotate certificates x4",
+        load.records,
+        struck,
+        max(recoveries),
+        _served("GRID-P4-2Q"),
+        handshakes=handshakes,
+        note=f"{handshakes} TLS handshakes; new certificate first served after "
+        + ", ".join(f"{s:.2f}" for s in recoveries)
+        + " s",
+    )
+
+
+def _der(cert_set: Path) -> bytes:
+    from cryptography import x509
+    from cryptography.hazmat.primitives.serialization import Encoding
+
+    return x509.load_pem_x509_certificate((cert_set / "tls.crt").read_bytes()).public_bytes(
+        Encoding.DER
+    )
+
+
+def terminate_master(work: Path) -> dict:
+    """(d) SIGTERM the gunicorn master while slow requests are in flight."""
+    with (
+        serving(work, POLICY, workers=2, threads=4) as server,
+        Load(server.port, [server.ca], keepalive=4, slow=4, pause=0.5) as load,
+    ):
+        # Slow clients spend most of each request paused mid-body: some are always in flight.
+        load.wait_requests(WARM_UP)
+        struck = time.monotonic()
+        server.process.send_signal(signal.SIGTERM)
+        code = server.process.wait(TIMEOUT_S)
+        drained = time.monotonic() - struck
+    in_flight = [r for r in load.records if r.in_flight(struck)]
+    after = [r for r in load.records if r.start > struck]
+    result = row(
+        "SIGTERM the master",
+        [r for r in load.records if r.start <= struck],
+        [struck],
+        drained,
+        _served("GRID-P4-2Q"),
+        exit_code=code,
+        in_flight=len(in_flight),
+        note=f"{len(in_flight)} reviews in flight at SIGTERM; exit {code}; "
+        f"{sum(r.status is None for r in after)} of {len(after)} requests sent "
+        f"after it were refused (new connections to a stopping server)",
+    )
+    return result
+
+
+FAULTS = {
+    "kill-worker": kill_worker,
+    "policy": policy_faults,
+    "rotate-certs": rotate_certificates,
+    "sigterm": terminate_master,
+}
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Run the chosen faults (all by default), print the table, write the JSON."""
+    parser = argparse.ArgumentParser(
+        prog="python -m tests.reliability.faults", description=__doc__.split("\n\n")[0]
+    )
+    parser.add_argument(
+        "faults",
+        nargs="*",
+        metavar="FAULT",
+        help=f"any of {', '.join(FAULTS)} (default: all, in that order)",
+    )
+    parser.add_argument("--out", type=Path, default=OUT, help="JSON file (default %(default)s)")
+    args = parser.parse_args(argv)
+    unknown = set(args.faults) - set(FAULTS)
+    if unknown:
+        parser.error(f"unknown fault {', '.join(sorted(unknown))}; choose from {', '.join(FAULTS)}")
+    args.faults = args.faults or list(FAULTS)
+    rows = []
+    with tempfile.TemporaryDirectory(prefix="lwgpu-faults-") as scratch:
+        for name in args.faults:
+            work = Path(scratch) / name
+            work.mkdir()
+            print(f"fault {name} ...", file=sys.stderr, flush=True)
+            rows.append(FAULTS[name](work))
+    print(table(rows))
+    args.out.parent.mkdir(parents=True, exist_ok=True)
+    args.out.write_text(
+        json.dumps(
+            {
+                "cpus": os.cpu_count(),
+                "python": platform.python_version(),
+                "time": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
+                "rows": rows,
+            },
+            indent=2,
+        )
+    )
+    print(f"wrote {args.out}", file=sys.stderr)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
