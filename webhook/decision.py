@@ -132,7 +132,7 @@ def _decide_gpu_pod(obj: dict, path: tuple[str, ...], spec: dict, annotations: d
             f"{biggest.source} ({memory}Mi), more than the largest lightweight GPU "
             f"{largest.name} ({largest.memory_mib}Mi) of policy {policy.name!r}; ask for at "
             f"most {largest.memory_mib}Mi, or ask nvidia.com/gpu for a full GPU node instead")
-    edit = _rewrite(obj, path, memory_asks, choice, policy)
+    edit = _rewrite(obj, path, spec, memory_asks, choice, policy)
     if not edit.ops:
         return Decision("allowed", obj, path, profile=choice.name)
     node_name = spec.get("nodeName")
@@ -182,15 +182,16 @@ def _set_count(edit: Editor, held: Any, path: tuple, count: int) -> None:
         edit.set(path, str(count))
 
 
-def _rewrite(obj: dict, path: tuple[str, ...], memory_asks: list[Ask], choice: Profile,
-             policy: Policy) -> Editor:
+def _rewrite(obj: dict, path: tuple[str, ...], template_spec: dict, memory_asks: list[Ask],
+             choice: Profile, policy: Policy) -> Editor:
     """Rewrite the pod template at `path` copy-on-write; the editor holds object and patch."""
     edit = Editor(obj)
     spec = (*path, "spec")
     memory_resources = policy.memory_resources
     for ask in memory_asks:
         resources = (*spec, ask.section, ask.index, "resources")
-        current = edit.get(resources)
+        # Read from the input: the edits so far changed other containers, not this one.
+        current = template_spec[ask.section][ask.index].get("resources")
         if not isinstance(current, dict):
             edit.set(resources, {"limits": {GPU_RESOURCE: str(ask.gpus)}})
             continue
