@@ -118,7 +118,9 @@ def check_over_https(conn, data: bytes) -> str:
     assert headers["Content-Type"] == "application/json"
     parsed = orjson.loads(answer)
     if status == 200:
-        expected = review(orjson.loads(data), default_policies())
+        sent = orjson.loads(data)
+        assert parsed["response"]["uid"] == sent["request"]["uid"]
+        expected = review(sent, default_policies())
         assert parsed == expected.response, "the server answers what admission.review builds"
     else:
         assert 400 <= status < 500 and parsed["kind"] == "Status" and parsed["code"] == status
