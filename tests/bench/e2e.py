@@ -54,6 +54,7 @@ end
 """
 WRK_SLACK_S = 30
 POLL_S = 0.25
+TICKS_PER_S = os.sysconf("SC_CLK_TCK")
 
 
 def wrk(url: str, body: Path, script: Path, *, connections: int, duration_s: float,
@@ -122,7 +123,9 @@ def _aggregate(runs: list[dict]) -> dict:
             "p50_ms": round(statistics.median(r["p50_us"] for r in runs) / 1000, 3),
             "p99_ms": round(statistics.median(r["p99_us"] for r in runs) / 1000, 3),
             "errors": sum(r["errors_total"] for r in runs),
-            "busiest_worker_share": max(r["busiest_worker_share"] for r in runs), "runs": runs}
+            "busiest_worker_share": max(r["busiest_worker_share"] for r in runs),
+            "cpu_us_per_request": statistics.median(r["cpu_us_per_request"] for r in runs),
+            "runs": runs}
 
 
 def _measured(server: procs.Server, url: str, body: Path, script: Path, connections: int,
@@ -138,6 +141,8 @@ def _measured(server: procs.Server, url: str, body: Path, script: Path, connecti
     result = wrk(url, body, script, connections=connections, duration_s=duration_s)
     used = [procs.cpu_ticks(pid) - start for pid, start in zip(pids, before)]
     result["worker_cpu_ticks"] = used
+    # CPU per request does not depend on how connections fell between the workers.
+    result["cpu_us_per_request"] = round(sum(used) / TICKS_PER_S * 1e6 / max(1, result["requests"]))
     result["busiest_worker_share"] = round(max(used) / max(1, sum(used)), 2)
     return result
 

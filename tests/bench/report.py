@@ -9,6 +9,7 @@ TARGET_E2E_P99_MS = 10.0
 TARGET_RSS_MIB = 150.0
 FLAT_PCT = 5.0
 SEED_CASE = "seed pod (rewritten)"
+LOPSIDED_SHARE = 0.9
 
 
 def _table(header: list[str], rows: list[list[object]]) -> list[str]:
@@ -65,15 +66,18 @@ def end_to_end(result: dict) -> list[str]:
         rows.append([level["connections"], hook["rps"], noop["rps"], f"**{level['ratio_rps']:.2f}×**",
                      hook["p50_ms"], hook["p99_ms"], noop["p50_ms"], noop["p99_ms"],
                      f"{hook['busiest_worker_share']:.2f} / {noop['busiest_worker_share']:.2f}",
+                     f"{hook['cpu_us_per_request']:g} / {noop['cpu_us_per_request']:g}",
                      hook["errors"] + noop["errors"]])
     return [(f"### End to end: wrk over TLS + keep-alive, {result['workers']} workers × "
              f"{result['threads']} threads, {result['duration_s']:g} s × {result['repeats']} runs "
              f"each (medians), review → {result['decision']}"), ""] + _table(
         ["connections", "webhook req/s", "no-op req/s", "webhook / no-op", "webhook p50 ms",
          "webhook p99 ms", "no-op p50 ms", "no-op p99 ms",
-         "busiest worker's CPU share (webhook / no-op)", "errors"], rows) + [
+         "busiest worker's CPU share (webhook / no-op)", "worker CPU µs per request (webhook / no-op)",
+         "errors"], rows) + [
         "", ("A busiest-worker share near 1.00 means one worker took every connection "
-             "while the other idled (gthread workers share one accept socket).")]
+             "while the other idled (gthread workers share one accept socket). Worker CPU per "
+             "request does not depend on that split.")]
 
 
 def memory(result: dict) -> list[str]:
@@ -96,9 +100,14 @@ def targets(results: dict) -> list[dict]:
                        "met": seed["ratio_json"] <= TARGET_REVIEW_RATIO})
     level = next((lv for lv in results.get("e2e", {}).get("levels", []) if lv["connections"] == 8), None)
     if level:
+        # A run where one worker took every connection measured one worker, not two: the
+        # ratio then compares luck of the accept race, not the servers.
+        lopsided = max(level["webhook"]["busiest_worker_share"],
+                       level["noop"]["busiest_worker_share"]) >= LOPSIDED_SHARE
         checks.append({"target": f"e2e throughput ≥ {TARGET_E2E_RATIO}× no-op at 8 connections",
-                       "measured": f"{level['ratio_rps']:.2f}×",
-                       "met": level["ratio_rps"] >= TARGET_E2E_RATIO})
+                       "measured": f"{level['ratio_rps']:.2f}×" + (
+                           " (some runs on one worker)" if lopsided else ""),
+                       "met": None if lopsided else level["ratio_rps"] >= TARGET_E2E_RATIO})
         p99 = level["webhook"]["p99_ms"]
         checks.append({"target": f"e2e p99 ≤ {TARGET_E2E_P99_MS:g} ms at 8 connections",
                        "measured": f"{p99} ms", "met": p99 <= TARGET_E2E_P99_MS})
@@ -120,6 +129,10 @@ def targets(results: dict) -> list[dict]:
     return checks
 
 
+def _verdict(met: bool | None) -> str:
+    return "unclear" if met is None else "yes" if met else "**no**"
+
+
 def render(results: dict) -> str:
     """The whole report as Markdown."""
     lines = [(f"Run {results['started']} · commit {results['commit']} · {results['cpus']} CPUs · "
@@ -127,7 +140,7 @@ def render(results: dict) -> str:
               f"{results['load_after']} after"), ""]
     lines += ["### Targets (issue 7)", ""] + _table(
         ["target", "measured", "met"],
-        [[c["target"], c["measured"], "yes" if c["met"] else "**no**"] for c in results["targets"]])
+        [[c["target"], c["measured"], _verdict(c["met"])] for c in results["targets"]])
     for key, section in (("inprocess", inprocess), ("growth", growth), ("breakdown", breakdown),
                          ("e2e", end_to_end), ("memory", memory)):
         if key in results:
