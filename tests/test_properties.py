@@ -182,20 +182,27 @@ def test_rewrites_keep_the_pod_schedulable_on_the_chosen_class(obj, policy):
         assert any(_term_admits(t, labels) for t in terms)
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "decision bug: required node affinity `DoesNotExist` on a profile label key is ignored by "
-    "placement.constraints, so the pod is rewritten onto a class its own affinity excludes "
-    "(Pending forever) instead of being denied like `NotIn` every class"))
-def test_affinity_excluding_every_class_is_denied():
-    """A pod whose required affinity says the class label must not exist cannot be placed."""
+@pytest.mark.parametrize(("operator", "values", "outcome"), [
+    ("DoesNotExist", None, "denied"),
+    ("Gt", ["100"], "denied"),  # the scheduler compares integers; "2048MiB" is none
+    ("Lt", ["5000"], "denied"),
+    ("Exists", None, "mutated"),
+    ("In", ["2048MiB"], "mutated"),
+    ("NotIn", ["1024MiB", "2048MiB", "4096MiB", "8192MiB"], "denied"),
+])
+def test_affinity_operators_on_the_class_label(operator, values, outcome):
+    """Every required-affinity operator on the class label is read as the scheduler reads it."""
+    expression = {"key": "aliyun.accelerator/nvidia_mem", "operator": operator}
+    if values is not None:
+        expression["values"] = values
     obj = {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "gpu"}, "spec": {
         "containers": [{"name": "cuda", "resources": {"limits": {"aliyun.com/gpu-mem": 2}}}],
         "affinity": {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {
-            "nodeSelectorTerms": [{"matchExpressions": [
-                {"key": "aliyun.accelerator/nvidia_mem", "operator": "DoesNotExist"}]}]}}}}}
+            "nodeSelectorTerms": [{"matchExpressions": [expression]}]}}}}}
     decision = decide(obj, default_policy())
-    assert decision.outcome == "denied"
-    assert "affinity" in decision.reason
+    assert decision.outcome == outcome
+    if outcome == "denied":
+        assert "affinity" in decision.reason
 
 
 @PROPERTY

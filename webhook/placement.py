@@ -25,11 +25,25 @@ def _term_values(term: object, key: str, known: frozenset[str]) -> frozenset[str
         values = expr.get("values")
         values = frozenset(v for v in values if isinstance(v, str)) \
             if isinstance(values, list) else frozenset()
-        if expr.get("operator") == "In":
-            admitted = (known if admitted is None else admitted) & values
-        elif expr.get("operator") == "NotIn":
-            admitted = (known if admitted is None else admitted) - values
+        admitted = (known if admitted is None else admitted) & _matching(
+            expr.get("operator"), values, known)
     return admitted
+
+
+def _matching(operator: object, values: frozenset[str], known: frozenset[str]) -> frozenset[str]:
+    """The known label values one node selector requirement admits (Kubernetes' operators)."""
+    if operator == "In":
+        return known & values
+    if operator == "NotIn":
+        return known - values
+    if operator == "Exists":
+        return known
+    if operator in ("Gt", "Lt") and len(values) == 1 and next(iter(values)).lstrip("-").isdigit():
+        # The scheduler compares label values as integers; "2048MiB" is none, so never matches.
+        bound = int(next(iter(values)))
+        return frozenset(v for v in known if v.isdigit()
+                         and (int(v) > bound if operator == "Gt" else int(v) < bound))
+    return frozenset()  # DoesNotExist, or an operator/values the scheduler would reject
 
 
 def _required_terms(spec: dict) -> list:
