@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Iterator
 
-import yaml
+from .yamldocs import YamlError, load_all
 
 
 class InputError(ValueError):
@@ -42,13 +42,12 @@ def _parse(text: str, where: str) -> list[Any]:
             return data if isinstance(data, list) else [data]
         except json.JSONDecodeError:
             pass  # YAML flow style also starts with '{': let the YAML parser judge it
+        except RecursionError:
+            raise InputError(f"{where}: not valid JSON: nested too deeply") from None
     try:
-        documents = list(yaml.safe_load_all(text))
-    except yaml.YAMLError as err:
-        mark = getattr(err, "problem_mark", None)
-        line = f" line {mark.line + 1}" if mark else ""
-        raise InputError(f"{where}:{line}: not valid YAML or JSON: "
-                         f"{getattr(err, 'problem', None) or err}") from None
+        documents = load_all(text, where)
+    except YamlError as err:
+        raise InputError(str(err)) from None
     # A top-level sequence holds documents, as a JSON array does.
     return documents[0] if len(documents) == 1 and isinstance(documents[0], list) else documents
 

@@ -12,9 +12,8 @@ import re
 from pathlib import Path
 from typing import Any
 
-import yaml
-
 from .. import quantity
+from ..yamldocs import YamlError, load_all
 from .model import API_VERSION, KIND, MEM_LABEL, Policy, PolicySet, Profile, frozen_map
 from .model import globs_overlap, is_glob, pattern_rank
 
@@ -250,12 +249,9 @@ def policy_files(path: Path) -> list[Path]:
 def load_documents(text: str, where: str, errors: list[str]) -> list[Policy]:
     """Validate every document of one YAML text; errors go to `errors`."""
     try:
-        documents = list(yaml.safe_load_all(text))
-    except yaml.YAMLError as err:
-        mark = getattr(err, "problem_mark", None)
-        line = f" line {mark.line + 1}" if mark else ""
-        problem = getattr(err, "problem", None) or str(err).splitlines()[0]
-        errors.append(f"{where}:{line}: not valid YAML: {problem}")
+        documents = load_all(text, where)
+    except YamlError as err:
+        errors.append(str(err))
         return []
     policies = []
     for index, raw in enumerate(documents):
