@@ -6,7 +6,7 @@ from webhook.yamldocs import YamlError, load_all
 
 
 @pytest.mark.parametrize("text, message", [
-    ("a: [1,\nb: 2\n", "f.yaml: line 3: not valid YAML: expected',' or ']'"),
+    ("a: [1,\nb: 2\n", "f.yaml: line 3: not valid YAML: expected ',' or ']'"),
     ("ok: 1\nbad: \x07\n", "f.yaml: line 2: not valid YAML: special characters are not allowed"),
     ("[" * 5000 + "]" * 5000, "f.yaml: not valid YAML: nested too deeply"),
 ])
