@@ -137,7 +137,12 @@ CASES = [
     ("gpu-fractional", pod(container(limits={"nvidia.com/gpu": "0.5"})), "denied", None,
      ["not a whole number of devices"]),
     ("too-big", pod(gpu_mem(16)), "denied", None,
-     ["containers[0].resources", "(16384Mi), more than the largest", "GRID-P4-8Q (8192Mi)"]),
+     ["containers[0].resources", "(16384Mi), more than the largest", "GRID-P4-8Q (8192Mi)",
+      "ask for at most aliyun.com/gpu-mem: 8 (units of 1Gi)"]),
+    ("too-big-hami", pod(container(limits={"nvidia.com/gpumem": 16000})), "denied", None,
+     ["ask for at most nvidia.com/gpumem: 8192 (units of 1Mi)"]),
+    ("too-big-annotation", pod(container(), annotations={ANN: "9Gi"}), "denied", None,
+     ["ask for at most 8192Mi"]),
     ("two-memory-resources", pod(container(limits={"aliyun.com/gpu-mem": 2,
                                                    "nvidia.com/gpumem": 2048})),
      "denied", None, ["asks GPU memory twice"]),
@@ -185,6 +190,15 @@ def test_rewrite_shape():
     assert result["spec"]["nodeSelector"] == {"disktype": "ssd", MEM: "2048MiB"}
     assert result["metadata"]["annotations"] == {
         "lwgpu.io/profile": "GRID-P4-2Q", "lwgpu.io/rewritten-from": "aliyun.com/gpu-mem=2"}
+
+
+def test_hami_core_share_goes_with_the_memory_request():
+    obj = pod(container(limits={"nvidia.com/gpu": 1, "nvidia.com/gpumem": 3000,
+                                "nvidia.com/gpucores": 30}))
+    limits = decide(obj, DEFAULT).obj["spec"]["containers"][0]["resources"]["limits"]
+    assert limits == {"nvidia.com/gpu": 1}
+    whole = pod(container(limits={"nvidia.com/gpu": 1, "nvidia.com/gpucores": 30}))
+    assert decide(whole, DEFAULT).obj is whole  # no memory request: nothing to rewrite
 
 
 def test_seed_deployment_unchanged_and_gpu_mem_form_becomes_seed_form():

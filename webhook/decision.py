@@ -131,7 +131,8 @@ def _decide_gpu_pod(obj: dict, path: tuple[str, ...], spec: dict, annotations: d
             f"{prefix}spec.{biggest.section}[{biggest.index}].resources: {biggest.where} asks "
             f"{biggest.source} ({memory}Mi), more than the largest lightweight GPU "
             f"{largest.name} ({largest.memory_mib}Mi) of policy {policy.name!r}; ask for at "
-            f"most {largest.memory_mib}Mi, or ask nvidia.com/gpu for a full GPU node instead")
+            f"most {_at_most(biggest, largest, policy)}, or ask nvidia.com/gpu for a full GPU "
+            f"node instead")
     edit = _rewrite(obj, path, spec, memory_asks, choice, policy)
     if not edit.ops:
         return Decision("allowed", obj, path, profile=choice.name)
@@ -154,6 +155,17 @@ def _check_count(asks: list[Ask], gpus: int, policy: Policy, prefix: str) -> Non
         f"{prefix}spec: the pod needs {gpus} GPUs ({users}), but a lightweight GPU node "
         f"carries exactly one GPU (policy {policy.name!r} allows {policy.max_gpus_per_pod} per "
         f"pod); ask for {GPU_RESOURCE}: 1 or GPU memory in one container, or split the pod")
+
+
+def _at_most(ask: Ask, largest: Profile, policy: Policy) -> str:
+    """The largest ask that fits, in the units the container used (gpushare counts GiB)."""
+    resource = (ask.source or "").partition("=")[0]
+    unit = policy.memory_resources.get(resource)
+    if unit is None:
+        return f"{largest.memory_mib}Mi"
+    size = f"{unit >> 30}Gi" if unit % (1 << 30) == 0 else \
+        f"{unit >> 20}Mi" if unit % quantity.MIB == 0 else f"{unit} bytes"
+    return f"{resource}: {largest.memory_mib * quantity.MIB // unit} (units of {size})"
 
 
 def _pinned_text(spec: dict, pinned: dict) -> str:
@@ -187,7 +199,7 @@ def _rewrite(obj: dict, path: tuple[str, ...], template_spec: dict, memory_asks:
     """Rewrite the pod template at `path` copy-on-write; the editor holds object and patch."""
     edit = Editor(obj)
     spec = (*path, "spec")
-    memory_resources = policy.memory_resources
+    removed = (*policy.memory_resources, *policy.companion_resources)
     for ask in memory_asks:
         resources = (*spec, ask.section, ask.index, "resources")
         # Read from the input: the edits so far changed other containers, not this one.
@@ -198,10 +210,10 @@ def _rewrite(obj: dict, path: tuple[str, ...], template_spec: dict, memory_asks:
         # Read once before editing: each edit below changes one key these maps do not reread.
         limits, requests = current.get("limits"), current.get("requests")
         names_gpu = isinstance(requests, dict) and (GPU_RESOURCE in requests or any(
-            r in requests for r in memory_resources))
+            r in requests for r in policy.memory_resources))
         for section, held in (("limits", limits), ("requests", requests)):
             if isinstance(held, dict):
-                for resource in memory_resources:
+                for resource in removed:
                     if resource in held:
                         edit.remove((*resources, section, resource))
         if isinstance(limits, dict):

@@ -18,6 +18,7 @@ from .model import API_VERSION, KIND, MEM_LABEL, Policy, PolicySet, Profile, fro
 from .model import globs_overlap, is_glob, pattern_rank
 
 DEFAULT_RESOURCES = {"aliyun.com/gpu-mem": "Gi", "nvidia.com/gpumem": "Mi"}
+DEFAULT_COMPANIONS = ("nvidia.com/gpucores",)
 _LABEL_NAME = re.compile(r"[A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?")
 _DNS_SUBDOMAIN = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*")
 _NAMESPACE_PATTERN = re.compile(r"[a-z0-9*?]([-a-z0-9*?]{0,61}[a-z0-9*?])?")
@@ -156,9 +157,9 @@ def _show(value: Any) -> str:
     return ",".join(f"{k}={v}" for k, v in sorted(value.items()))
 
 
-def _memory_requests(doc: _Doc, raw: Any) -> tuple[dict[str, int], str | None]:
+def _memory_requests(doc: _Doc, raw: Any) -> tuple[dict[str, int], str | None, tuple[str, ...]]:
     present = isinstance(raw, dict)
-    raw = doc.mapping(raw, "spec.memoryRequests", {"resources", "annotation"})
+    raw = doc.mapping(raw, "spec.memoryRequests", {"resources", "annotation", "companionResources"})
     resources = raw.get("resources", None if present else DEFAULT_RESOURCES)
     units: dict[str, int] = {}
     if resources is not None and not isinstance(resources, dict):
@@ -179,7 +180,13 @@ def _memory_requests(doc: _Doc, raw: Any) -> tuple[dict[str, int], str | None]:
     if annotation is not None and not is_qualified_key(annotation):
         doc.error("spec.memoryRequests.annotation", f"{annotation!r} is not an annotation key")
         annotation = None
-    return units, annotation
+    companions = raw.get("companionResources", list(DEFAULT_COMPANIONS))
+    if not isinstance(companions, list) or not all(
+            is_qualified_key(c) and "/" in c and c != "nvidia.com/gpu" for c in companions):
+        doc.error("spec.memoryRequests.companionResources",
+                  "must list extended resource names such as nvidia.com/gpucores")
+        companions = []
+    return units, annotation, tuple(companions)
 
 
 def _policy(doc: _Doc, raw: Any) -> Policy | None:
@@ -202,7 +209,7 @@ def _policy(doc: _Doc, raw: Any) -> Policy | None:
     include = _string_list(doc, namespaces.get("include"), "spec.namespaces.include", ["*"])
     exclude = _string_list(doc, namespaces.get("exclude"), "spec.namespaces.exclude", [])
     profiles = _profiles(doc, spec.get("profiles"))
-    resources, annotation = _memory_requests(doc, spec.get("memoryRequests"))
+    resources, annotation, companions = _memory_requests(doc, spec.get("memoryRequests"))
     max_gpus = spec.get("maxGPUsPerPod", 1)
     doc.check(type(max_gpus) is int and max_gpus >= 1, "spec.maxGPUsPerPod",
               f"must be a whole number >= 1, got {max_gpus!r}")
@@ -215,7 +222,8 @@ def _policy(doc: _Doc, raw: Any) -> Policy | None:
         return None
     return Policy(name=name, source=doc.where, profiles=profiles, include=include,
                   exclude=exclude, memory_resources=frozen_map(resources),
-                  annotation=annotation, max_gpus_per_pod=max_gpus,
+                  annotation=annotation, companion_resources=companions,
+                  max_gpus_per_pod=max_gpus,
                   when_no_profile_fits=fits, discover_profiles=discover)
 
 

@@ -47,6 +47,9 @@ class Policy:
     exclude: tuple[str, ...] = ()
     memory_resources: Mapping[str, int] = field(default_factory=frozen_map)  # name -> bytes/unit
     annotation: str | None = "lwgpu.io/gpu-memory"
+    # Resources that only mean something beside a shared-GPU memory request (HAMi's core share)
+    # and are removed with it: no lightweight node offers them, so a pod keeping one never runs.
+    companion_resources: tuple[str, ...] = ("nvidia.com/gpucores",)
     max_gpus_per_pod: int = 1
     when_no_profile_fits: str = "deny"
     discover_profiles: bool = False
