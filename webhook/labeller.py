@@ -15,15 +15,16 @@ import sys
 import threading
 from collections.abc import Callable
 
-from kubernetes import client, config
-from kubernetes.client.exceptions import ApiException
-from urllib3.exceptions import HTTPError
+from typing import TYPE_CHECKING
 
 from webhook.nvml import NvmlUnavailable, gpu_labels, read_gpu
 
 MERGE_PATCH = "application/merge-patch+json"
 REQUEST_TIMEOUT_S = 10  # a hung API server must not hold the agent past SIGTERM for long
 EXIT_OK, EXIT_API, EXIT_USAGE = 0, 1, 2
+if TYPE_CHECKING:
+    from kubernetes import client
+
 DESCRIPTION = "Label this node's GPU (NVML count, memory, name) as the lightweight-GPU cloud does."
 
 
@@ -36,6 +37,9 @@ def ensure_labels(core: client.CoreV1Api, node: str, labels: dict[str, str]) -> 
 
     Raises LabelError on an API failure (a missing node included).
     """
+    from kubernetes.client.exceptions import ApiException
+    from urllib3.exceptions import HTTPError
+
     try:
         current = core.read_node(node, _request_timeout=REQUEST_TIMEOUT_S).metadata.labels or {}
         if all(current.get(key) == value for key, value in labels.items()):
@@ -74,6 +78,10 @@ def run(core: client.CoreV1Api, node: str, labels: dict[str, str], interval: flo
 
 def build_core_api() -> client.CoreV1Api:
     """A CoreV1Api from the in-cluster service account, else from kubeconfig."""
+    # Imported here: `python -m webhook serve` registers this command too, and the client
+    # would add ~50 MiB to every server process that never talks to the API.
+    from kubernetes import client, config
+
     configuration = client.Configuration()
     try:
         config.load_incluster_config(client_configuration=configuration)
@@ -121,9 +129,11 @@ def execute(args: argparse.Namespace,
     if not args.node:
         log("label-node: no node name: set NODE_NAME (downward API spec.nodeName) or --node")
         return EXIT_USAGE
+    from kubernetes.config import ConfigException
+
     try:
         core = build()
-    except config.ConfigException as exc:
+    except ConfigException as exc:
         log(f"label-node: no Kubernetes configuration (in-cluster or kubeconfig): {exc}")
         return EXIT_USAGE
     stop = threading.Event()
