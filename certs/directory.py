@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Sequence
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 
 from .authority import Spec
 from .errors import CertError
@@ -32,7 +32,7 @@ def generate(
     starts over with a new CA. Bad existing files raise CertError and nothing is written.
     """
     spec = Spec(service, namespace, days, ca_days, tuple(dns), tuple(ips), key_type)
-    now = now or datetime.now(timezone.utc)
+    now = now or datetime.now(UTC)
     existing = None if force else load_dir(out_dir)
     cert_set, changed = ensure(existing, spec, now, force)
     if changed:
@@ -45,7 +45,7 @@ def check(directory: str | os.PathLike, now: datetime | None = None) -> tuple[li
     cert_set = load_dir(directory)
     if cert_set is None:
         raise CertError(f"{directory}: no certificate set (ca.crt, ca.key, tls.crt, tls.key)")
-    now = now or datetime.now(timezone.utc)
+    now = now or datetime.now(UTC)
     lines = [_expiry("serving certificate", cert_set.cert, now)]
     lines += [
         _expiry("CA" if i == 0 else "old CA", ca, now) for i, ca in enumerate(cert_set.ca_bundle)

@@ -14,7 +14,7 @@ import binascii
 import json
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from functools import partial
 from typing import TypeVar
 
@@ -68,7 +68,7 @@ def install(
     or both; otherwise nothing is written. API failures become a one-line CertError.
     """
     core, admission = CoreV1Api(api_client), AdmissionregistrationV1Api(api_client)
-    now = now or datetime.now(timezone.utc)
+    now = now or datetime.now(UTC)
     patched: list[str] = []  # across attempts: a retried run still reports what it patched
     try:
         targets = [target for name in webhook_configs for target in _resolve(admission, name)]

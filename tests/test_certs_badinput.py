@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pytest
@@ -107,7 +107,7 @@ def test_expired_ca_is_refused(tmp_path, command):
         "lwgpu-system",
         days=5,
         ca_days=10,
-        now=datetime.now(timezone.utc) - timedelta(days=20),
+        now=datetime.now(UTC) - timedelta(days=20),
     )
     before = _snapshot(tmp_path)
     result = (

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import base64
 import stat
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 
 import pytest
 from cryptography import x509
@@ -14,7 +14,7 @@ from cryptography.x509.oid import ExtendedKeyUsageOID
 from certs import generate, load_dir
 from tests.test_certs_tls import run_certs
 
-NOW = datetime(2030, 1, 1, tzinfo=timezone.utc)
+NOW = datetime(2030, 1, 1, tzinfo=UTC)
 FILES = {"ca.crt": 0o644, "ca.key": 0o600, "tls.crt": 0o644, "tls.key": 0o600}
 
 
@@ -97,7 +97,7 @@ def test_rerun(tmp_path, rerun, written, same_ca, same_cert):
 
 def test_cli_prints_the_ca_bundle(tmp_path):
     result = run_certs(
-        *"generate --service lwgpu --namespace lwgpu-system --days 10 --key-type rsa-2048".split(),
+        *["generate", "--service", "lwgpu", "--namespace", "lwgpu-system", "--days", "10", "--key-type", "rsa-2048"],
         *("--dns", "localhost", "--out", tmp_path / "out"),
     )
     assert result.returncode == 0, result.stderr

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import base64
 import re
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 
 import pytest
 
@@ -16,7 +16,7 @@ from tests.test_certs_tls import SANS, handshake, run_certs, tls_server
 ADM = "admissionregistration.k8s.io/v1"
 MUTATING, VALIDATING = "MutatingWebhookConfiguration", "ValidatingWebhookConfiguration"
 SPEC = Spec("lwgpu", "lwgpu-system", days=30, ca_days=300)
-T0 = datetime(2030, 1, 1, tzinfo=timezone.utc)
+T0 = datetime(2030, 1, 1, tzinfo=UTC)
 WRITES = {"POST", "PUT", "PATCH", "DELETE"}
 SECRET_PATH = r"/namespaces/lwgpu-system/secrets/lwgpu-tls$"
 

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 
 import pytest
 
@@ -18,7 +18,7 @@ from tests.test_certs_tls import (
     tls_server,
 )
 
-T0 = datetime(2030, 1, 1, tzinfo=timezone.utc)
+T0 = datetime(2030, 1, 1, tzinfo=UTC)
 SPEC = Spec("lwgpu", "lwgpu-system", days=30, ca_days=300)
 
 
@@ -112,7 +112,7 @@ def test_check_reports_expiry_and_reasons(tmp_path):
     [(1, 0, "nothing to renew"), (25, 1, "renew: serving certificate")],
 )
 def test_check_cli_exit_code(tmp_path, issued_days_ago, code, last_line):
-    issued = datetime.now(timezone.utc) - timedelta(days=issued_days_ago)
+    issued = datetime.now(UTC) - timedelta(days=issued_days_ago)
     generate(tmp_path, "lwgpu", "lwgpu-system", days=30, now=issued)
     result = run_certs("check", tmp_path)
     assert result.returncode == code, result.stderr
@@ -122,7 +122,7 @@ def test_check_cli_exit_code(tmp_path, issued_days_ago, code, last_line):
 @needs_openssl
 def test_handshake_with_real_clock_after_ca_rotation(tmp_path):
     """Both serving certificates valid now: old from the old CA, new from the rotated one."""
-    now = datetime.now(timezone.utc)
+    now = datetime.now(UTC)
     generate(
         tmp_path / "old",
         "lwgpu",

@@ -14,7 +14,6 @@ import signal
 import sys
 import threading
 from collections.abc import Callable
-
 from typing import TYPE_CHECKING
 
 from webhook.nvml import NvmlUnavailable, gpu_labels, read_gpu

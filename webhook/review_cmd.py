@@ -15,7 +15,8 @@ from typing import Any
 import yaml
 
 from . import DEFAULT_POLICIES
-from .admission import KIND as REVIEW_KIND, BadReview, review
+from .admission import KIND as REVIEW_KIND
+from .admission import BadReview, review
 from .decision import decide
 from .manifests import Document, InputError, read_documents
 from .patch import patch_ops

@@ -14,8 +14,18 @@ from typing import Any
 
 from .. import quantity
 from ..yamldocs import YamlError, load_all
-from .model import API_VERSION, KIND, MEM_LABEL, Policy, PolicySet, Profile, frozen_map
-from .model import globs_overlap, is_glob, pattern_rank
+from .model import (
+    API_VERSION,
+    KIND,
+    MEM_LABEL,
+    Policy,
+    PolicySet,
+    Profile,
+    frozen_map,
+    globs_overlap,
+    is_glob,
+    pattern_rank,
+)
 
 DEFAULT_RESOURCES = {"aliyun.com/gpu-mem": "Gi", "nvidia.com/gpumem": "Mi"}
 DEFAULT_COMPANIONS = ("nvidia.com/gpucores",)

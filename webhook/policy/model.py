@@ -6,10 +6,10 @@ validated result, so the decision can take it as plain, immutable data.
 
 from __future__ import annotations
 
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field, replace
 from fnmatch import fnmatchcase
 from types import MappingProxyType
-from typing import Iterable, Mapping
 
 API_VERSION = "lwgpu.io/v1alpha1"
 KIND = "LightweightGPUPolicy"
