@@ -187,4 +187,7 @@ def test_readyz_waits_for_the_first_policy(tmp_path):
         assert server.review("mutate", REVIEW)[0] == 503
         policy.write_text(TWO_Q)
         wait_for(lambda: server.get("/readyz")[0] == 200, what="/readyz after the policy appeared")
+        # /readyz spoke for one worker; with SO_REUSEPORT the next connection may reach the
+        # other, which loads on its own poll. The fleet's oldest generation says both loaded.
+        wait_for(lambda: metric(server, "lwgpu_policy_generation") == 1, what="both workers")
         assert profile_of(server) == "GRID-P4-2Q"

@@ -63,6 +63,27 @@ def entry(
     }
 
 
+def reviewed(endpoint: str, duration_s: float, result) -> dict:
+    """The fields of the line for an answered review (HTTP 200), read from its ``ReviewResult``.
+
+    Same keys and values as ``entry`` gives for a result; built directly because it runs
+    for every review.
+    """
+    return {
+        "uid": result.uid,
+        "namespace": result.namespace,
+        "name": result.name,
+        "kind": result.kind,
+        "operation": result.operation,
+        "endpoint": endpoint,
+        "status": 200,
+        "decision": result.decision,
+        "profile": result.profile,
+        "dry_run": result.dry_run,
+        "duration_ms": round(duration_s * 1000, 3),
+    }
+
+
 def write(fields: Mapping[str, object], fd: int = STDOUT) -> None:
     """Write one compact JSON line with one system call (see the module docstring for why)."""
     os.write(fd, orjson.dumps(fields, option=orjson.OPT_APPEND_NEWLINE))

@@ -142,9 +142,10 @@ def create_app(policies: PolicyStore, certificates: CertificateReloader | None =
         seconds = time.perf_counter() - start
         if result is None:
             metrics.observe_error(endpoint, code, seconds)
+            access_log.write(access_log.entry(endpoint, code, seconds, body))
         else:
             metrics.observe_review(endpoint, result.decision, seconds)
-        access_log.write(access_log.entry(endpoint, code, seconds, body, result))
+            access_log.write(access_log.reviewed(endpoint, seconds, result))
 
     @app.post("/mutate")
     def mutate() -> Response:

@@ -79,10 +79,21 @@ CERT_EXPIRY = Gauge(
 )
 
 
+# (endpoint, decision) -> (counter child, histogram child). `.labels()` takes the metric's
+# lock and builds a key tuple on every call (~10 us a review); the children never change.
+_REVIEW_CHILDREN: dict[tuple[str, str], tuple] = {}
+
+
 def observe_review(endpoint: str, decision: str, seconds: float) -> None:
     """Count one answered review and its latency."""
-    REVIEWS.labels(endpoint, decision).inc()
-    LATENCY.labels(endpoint).observe(seconds)
+    children = _REVIEW_CHILDREN.get((endpoint, decision))
+    if children is None:
+        # setdefault is atomic under the GIL, and .labels() returns the same child anyway.
+        children = _REVIEW_CHILDREN.setdefault(
+            (endpoint, decision), (REVIEWS.labels(endpoint, decision), LATENCY.labels(endpoint))
+        )
+    children[0].inc()
+    children[1].observe(seconds)
 
 
 def observe_error(endpoint: str, code: int, seconds: float) -> None:
