@@ -81,6 +81,10 @@ class Connection(http.client.HTTPSConnection):
     def connect(self) -> None:
         """TCP to 127.0.0.1, TLS with SNI and hostname check against ``server_hostname``."""
         raw = socket.create_connection((self.host, self.port), self.timeout)
+        # http.client sends headers and body in two writes; with Nagle on, the second waits
+        # for the server's delayed ACK (~44 ms a kept-alive request). Go's client, the
+        # apiserver's, sets TCP_NODELAY too.
+        raw.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
         self.sock = self._context.wrap_socket(raw, server_hostname=self.server_hostname)
 
     def call(
@@ -179,18 +183,18 @@ def start(
     *,
     workers: int = 2,
     threads: int = 4,
-    env: dict | None = None,
-    timeout: float = 30,
+    extra_args: tuple[str, ...] = (),
     launcher: tuple[str, ...] = (sys.executable, "-m", "webhook"),
     ca: Path | None = None,
+    **kwargs,
 ) -> Server:
-    """Launch the server and return once ``/healthz`` answers over verified TLS.
+    """Launch ``serve`` with these flags and return once ``/healthz`` answers over verified TLS.
 
     ``tls_dir=None`` passes no TLS flag (the development certificate; then give ``ca``);
-    ``launcher`` replaces ``python -m webhook`` for tests that wrap the command line.
+    ``extra_args`` are appended (``--client-ca FILE``); ``launcher`` replaces
+    ``python -m webhook`` for tests that wrap the command line; ``kwargs`` go to ``launch``.
     """
     port = free_port()
-    stdout, stderr = workdir / "server.stdout", workdir / "server.stderr"
     tls = ["--tls-dir", str(tls_dir)] if tls_dir is not None else []
     command = [
         *launcher,
@@ -204,23 +208,45 @@ def start(
         str(workers),
         "--threads",
         str(threads),
+        *extra_args,
     ]
+    return launch(command, workdir, port, ca or tls_dir / "ca.crt", **kwargs)
+
+
+def launch(
+    command: list[str],
+    workdir: Path,
+    port: int,
+    ca: Path,
+    *,
+    env: dict | None = None,
+    timeout: float = 30,
+    ready: str = "/healthz",
+    server_hostname: str = SNI,
+) -> Server:
+    """Run a full server command line that listens on ``port``; return once ``ready`` answers 200.
+
+    The readiness probe is verified against ``ca`` for ``server_hostname``; a server that
+    exits first raises ``RuntimeError`` with its stderr. Logs go to ``workdir/server.*``.
+    """
+    stdout, stderr = workdir / "server.stdout", workdir / "server.stderr"
     environment = {k: v for k, v in os.environ.items() if k != "PROMETHEUS_MULTIPROC_DIR"}
     environment.update(env or {})
     with open(stdout, "wb") as out, open(stderr, "wb") as err:
         process = subprocess.Popen(command, cwd=REPO, env=environment, stdout=out, stderr=err)
-    server = Server(process, port, ca or tls_dir / "ca.crt", stdout, stderr)
+    server = Server(process, port, ca, stdout, stderr)
 
     def healthy() -> bool:
         if process.poll() is not None:
             raise RuntimeError(f"server exited with {process.returncode}:\n{stderr.read_text()}")
         try:
-            return server.get("/healthz")[0] == 200
+            with contextlib.closing(server.connect(server_hostname)) as conn:
+                return conn.call("GET", ready)[0] == 200
         except OSError:
             return False
 
     try:
-        wait_for(healthy, timeout, what="/healthz")
+        wait_for(healthy, timeout, what=ready)
     except BaseException:
         server.stop()
         raise
