@@ -62,10 +62,13 @@ def make_certs(directory: Path, **kwargs) -> Path:
     return directory
 
 
-def client_context(*ca_files: Path) -> ssl.SSLContext:
-    """A verifying client context trusting only ``ca_files``, like the apiserver with a caBundle."""
+def client_context(*ca_files: Path, client_cert: tuple[Path, Path] | None = None) -> ssl.SSLContext:
+    """A verifying client context trusting only ``ca_files``, like the apiserver with a caBundle;
+    ``client_cert`` (certificate, key) is presented when the server asks for one."""
     context = ssl.create_default_context(ssl.Purpose.SERVER_AUTH)
     context.load_verify_locations(cadata="".join(Path(f).read_text() for f in ca_files))
+    if client_cert is not None:
+        context.load_cert_chain(*client_cert)
     return context
 
 
@@ -127,9 +130,15 @@ class Server:
     stdout: Path
     stderr: Path
 
-    def connect(self, server_hostname: str = SNI, ca: Path | None = None) -> Connection:
+    def connect(
+        self,
+        server_hostname: str = SNI,
+        ca: Path | None = None,
+        client_cert: tuple[Path, Path] | None = None,
+    ) -> Connection:
         """A new verified HTTPS connection (not yet opened; the first request opens it)."""
-        return Connection(self.port, client_context(ca or self.ca), server_hostname)
+        context = client_context(ca or self.ca, client_cert=client_cert)
+        return Connection(self.port, context, server_hostname)
 
     @contextlib.contextmanager
     def raw_socket(self) -> Iterator[ssl.SSLSocket]:

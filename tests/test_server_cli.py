@@ -23,6 +23,8 @@ REDIRECTED = (
     "c.DEV_CERTS = Path(sys.argv.pop(1)); from webhook.cli import main; sys.exit(main())"
 )
 
+CLIENT_CA_ERROR = "cannot load TLS certificate {a}/tls.crt / key {a}/tls.key / client CA "
+
 
 @pytest.fixture(scope="module")
 def pairs(tmp_path_factory):
@@ -46,6 +48,14 @@ def pairs(tmp_path_factory):
         (
             ["--tls-cert", "{a}/tls.crt", "--tls-key", "{b}/tls.key"],
             "cannot load TLS certificate {a}/tls.crt",
+        ),
+        (
+            ["--tls-dir", "{a}", "--client-ca", "{empty}/missing.crt"],
+            CLIENT_CA_ERROR + "{empty}/missing.crt: [Errno 2] No such file or directory",
+        ),
+        (
+            ["--tls-dir", "{a}", "--client-ca", "{a}/tls.key"],
+            CLIENT_CA_ERROR + "{a}/tls.key: [X509: NO_CERTIFICATE_OR_CRL_FOUND]",
         ),
     ],
 )

@@ -10,6 +10,7 @@ any non-200 as a failed call and applies the webhook's ``failurePolicy``.
 from __future__ import annotations
 
 import logging
+import ssl
 import time
 from collections.abc import Mapping
 
@@ -17,6 +18,7 @@ import orjson
 from flask import Flask, Response, g, request
 from werkzeug.exceptions import (
     BadRequest,
+    Forbidden,
     HTTPException,
     MethodNotAllowed,
     NotFound,
@@ -42,6 +44,7 @@ ENDPOINTS = "POST /mutate, POST /validate, GET /healthz, GET /readyz, GET /metri
 # metav1.StatusReason for each error this server sends.
 REASONS = {
     400: "BadRequest",
+    403: "Forbidden",
     404: "NotFound",
     405: "MethodNotAllowed",
     413: "RequestEntityTooLarge",
@@ -108,15 +111,34 @@ def _uid(body: object) -> str | None:
     return uid if isinstance(uid, str) else None
 
 
+def require_client_certificate() -> None:
+    """Raise 403 unless the TLS peer presented a certificate that the client CA verified.
+
+    The context verifies optionally (probes carry no certificate), so a connection without
+    one gets here with ``getpeercert()`` None; one from another CA never got past the handshake.
+    """
+    sock = request.environ.get("gunicorn.socket")
+    if not (isinstance(sock, ssl.SSLSocket) and sock.getpeercert()):
+        raise Forbidden(
+            "reviews need a client certificate signed by the --client-ca of this webhook; "
+            "configure one for the apiserver in its AdmissionConfiguration kubeConfigFile"
+        )
+
+
 def create_app(policies: PolicyStore, certificates: CertificateReloader | None = None) -> Flask:
     """The WSGI app for one worker: it decides with ``policies.current`` and reports on
-    ``certificates`` (None when TLS is terminated elsewhere, as in in-process tests)."""
+    ``certificates`` (None when TLS is terminated elsewhere, as in in-process tests).
+
+    When ``certificates`` has a client CA, reviews require a verified client certificate."""
     app = Flask("webhook.server")
+    client_ca = certificates is not None and certificates.client_ca is not None
 
     def answer(endpoint: str, mutate: bool) -> Response:
         start = time.perf_counter()
         body: object = None
         try:
+            if client_ca:
+                require_client_certificate()
             body = read_review_body()
             g.uid = _uid(body)
             current = policies.current

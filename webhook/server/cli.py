@@ -62,6 +62,14 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         help="directory holding tls.crt and tls.key (a kubernetes.io/tls Secret volume)",
     )
     parser.add_argument(
+        "--client-ca",
+        type=Path,
+        metavar="FILE",
+        help="PEM CA bundle: /mutate and /validate answer 403 unless the client presents a "
+        "certificate it signed (the apiserver's, from its AdmissionConfiguration "
+        "kubeConfigFile); /healthz, /readyz and /metrics stay open; reloaded when it changes",
+    )
+    parser.add_argument(
         "--workers", type=_positive, default=2, help="worker processes (default %(default)s)"
     )
     parser.add_argument(
@@ -122,13 +130,21 @@ def run(args: argparse.Namespace) -> int:
     try:
         certfile, keyfile = tls_files(args)
         settings = ServeSettings(
-            args.host, args.port, args.policies, certfile, keyfile, args.workers, args.threads
+            args.host,
+            args.port,
+            args.policies,
+            certfile,
+            keyfile,
+            args.workers,
+            args.threads,
+            args.client_ca,
         )
         try:
             application = WebhookApplication(settings)
         except (OSError, ssl.SSLError, ValueError) as exc:
+            ca = "" if args.client_ca is None else f" / client CA {args.client_ca}"
             raise UsageError(
-                f"cannot load TLS certificate {certfile} / key {keyfile}: {exc}"
+                f"cannot load TLS certificate {certfile} / key {keyfile}{ca}: {exc}"
             ) from None
     except UsageError as exc:
         print(f"webhook serve: error: {exc}", file=sys.stderr)

@@ -43,6 +43,7 @@ class ServeSettings:
     keyfile: Path
     workers: int = 2
     threads: int = 8
+    client_ca: Path | None = None
 
 
 def prepare_metrics_dir() -> tuple[str, bool]:
@@ -98,7 +99,9 @@ class WebhookApplication(BaseApplication):
     def __init__(self, settings: ServeSettings) -> None:
         """Load the certificate now (an unusable pair fails before gunicorn starts)."""
         self.settings = settings
-        self.certificates = CertificateReloader(settings.certfile, settings.keyfile)
+        self.certificates = CertificateReloader(
+            settings.certfile, settings.keyfile, client_ca=settings.client_ca
+        )
         self.metrics_dir, self._own_metrics_dir = prepare_metrics_dir()
         super().__init__()
 

@@ -74,7 +74,7 @@ class PolicyStore:
             except PolicyError as exc:
                 self._failed("; ".join(exc.errors))
                 return False
-            except Exception as exc:  # noqa: BLE001 - any loader failure must keep the last good policy
+            except Exception as exc:  # any loader failure must keep the last good policy
                 log.exception("policy loader crashed")
                 self._failed(f"{type(exc).__name__}: {exc}")
                 return False
@@ -109,5 +109,5 @@ class PolicyStore:
         while not self._stop.wait(interval):
             try:
                 self.poll()
-            except Exception:  # noqa: BLE001 - the poller must outlive any surprise
+            except Exception:  # the poller must outlive any surprise
                 log.exception("policy poll failed")

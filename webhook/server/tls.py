@@ -8,6 +8,11 @@ connection; this cache answers with the same object and looks at the files (two
 changed and rebuilding only when their contents changed. A pair that does not load
 (for example the key already replaced and the certificate not yet) keeps the previous
 context, so no connection fails during a rotation; the next check tries again.
+
+With a client CA (``--client-ca``) the context also asks every client for a certificate and
+verifies one that is presented against that CA. It is optional at the TLS layer because
+kubelet's probes and Prometheus present none; the app refuses reviews without one. The CA
+file is watched and reloaded like the pair, so the apiserver's client CA can rotate too.
 """
 
 from __future__ import annotations
@@ -29,11 +34,18 @@ MINIMUM_VERSION = ssl.TLSVersion.TLSv1_2
 log = logging.getLogger(__name__)
 
 
-def build_context(certfile: str, keyfile: str) -> ssl.SSLContext:
-    """A server-side context for the pair, TLS 1.2 or newer; ``ssl.SSLError``/``OSError`` if bad."""
+def build_context(certfile: str, keyfile: str, client_ca: str | None = None) -> ssl.SSLContext:
+    """A server-side context for the pair, TLS 1.2 or newer; ``ssl.SSLError``/``OSError`` if bad.
+
+    With ``client_ca``, a client certificate is requested and, when presented, must chain
+    to that CA or the handshake fails; a client without one still connects.
+    """
     context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
     context.minimum_version = MINIMUM_VERSION
     context.load_cert_chain(certfile=certfile, keyfile=keyfile)
+    if client_ca is not None:
+        context.load_verify_locations(cafile=client_ca)
+        context.verify_mode = ssl.CERT_OPTIONAL
     return context
 
 
@@ -43,8 +55,14 @@ def _stat_key(path: str) -> tuple[int, int, int, int]:
     return (st.st_ino, st.st_dev, st.st_size, st.st_mtime_ns)
 
 
+def _read(path: str) -> bytes:
+    with open(path, "rb") as file:
+        return file.read()
+
+
 class CertificateReloader:
-    """A cached ``SSLContext`` for ``certfile``/``keyfile`` that follows changes to the files.
+    """A cached ``SSLContext`` for ``certfile``/``keyfile`` (and ``client_ca``) that follows
+    changes to the files.
 
     Thread-safe; one instance per process (gunicorn forks it into each worker).
     """
@@ -54,6 +72,7 @@ class CertificateReloader:
         certfile: str | os.PathLike,
         keyfile: str | os.PathLike,
         *,
+        client_ca: str | os.PathLike | None = None,
         check_interval: float = 1.0,
         clock: Callable[[], float] = time.monotonic,
         on_change: Callable[[datetime], None] | None = None,
@@ -64,6 +83,12 @@ class CertificateReloader:
         """
         self.certfile = os.fspath(certfile)
         self.keyfile = os.fspath(keyfile)
+        self.client_ca = None if client_ca is None else os.fspath(client_ca)
+        self._files = (
+            self.certfile,
+            self.keyfile,
+            *(() if client_ca is None else (self.client_ca,)),
+        )
         self._interval = check_interval
         self._clock = clock
         self.on_change = on_change
@@ -98,15 +123,14 @@ class CertificateReloader:
     def _refresh(self, *, raise_errors: bool) -> None:
         self._next_check = self._clock() + self._interval
         try:
-            stats = (_stat_key(self.certfile), _stat_key(self.keyfile))
+            stats = tuple(_stat_key(path) for path in self._files)
             if stats == self._stats:
                 return
-            with open(self.certfile, "rb") as cert, open(self.keyfile, "rb") as key:
-                cert_pem, key_pem = cert.read(), key.read()
-            digest = hashlib.sha256(cert_pem + b"\0" + key_pem).digest()
+            contents = [_read(path) for path in self._files]
+            digest = hashlib.sha256(b"\0".join(contents)).digest()
             if digest != self._digest:
-                not_after = x509.load_pem_x509_certificate(cert_pem).not_valid_after_utc
-                context = build_context(self.certfile, self.keyfile)
+                not_after = x509.load_pem_x509_certificate(contents[0]).not_valid_after_utc
+                context = build_context(self.certfile, self.keyfile, self.client_ca)
                 if self._context is not None:
                     log.info(
                         "TLS certificate reloaded from %s (expires %s)", self.certfile, not_after
@@ -118,7 +142,10 @@ class CertificateReloader:
             self._stats = stats
             self.error = None
         except (OSError, ssl.SSLError, ValueError) as exc:
-            self.error = f"cannot load TLS certificate {self.certfile} / key {self.keyfile}: {exc}"
+            ca = "" if self.client_ca is None else f" / client CA {self.client_ca}"
+            self.error = (
+                f"cannot load TLS certificate {self.certfile} / key {self.keyfile}{ca}: {exc}"
+            )
             if raise_errors:
                 raise
             log.warning("%s; still serving the previous certificate", self.error)
