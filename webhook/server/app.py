@@ -30,6 +30,7 @@ from werkzeug.exceptions import (
 from webhook import admission
 
 from . import access_log, metrics
+from .discovered import Discovery
 from .policy_store import PolicyStore
 from .tls import CertificateReloader
 
@@ -125,9 +126,14 @@ def require_client_certificate() -> None:
         )
 
 
-def create_app(policies: PolicyStore, certificates: CertificateReloader | None = None) -> Flask:
-    """The WSGI app for one worker: it decides with ``policies.current`` and reports on
-    ``certificates`` (None when TLS is terminated elsewhere, as in in-process tests).
+def create_app(
+    policies: PolicyStore,
+    certificates: CertificateReloader | None = None,
+    discovery: Discovery | None = None,
+) -> Flask:
+    """The WSGI app for one worker: it decides with ``policies.current`` (plus the classes
+    ``discovery`` found, when given) and reports on ``certificates`` (None when TLS is
+    terminated elsewhere, as in in-process tests).
 
     When ``certificates`` has a client CA, reviews require a verified client certificate."""
     app = Flask("webhook.server")
@@ -146,6 +152,8 @@ def create_app(policies: PolicyStore, certificates: CertificateReloader | None =
                 raise ServiceUnavailable(
                     f"no policy loaded yet from {policies.path}: {policies.error}"
                 )
+            if discovery is not None:
+                current = discovery.merged(current)
             try:
                 result = admission.review(body, current, mutate=mutate)
             except admission.BadReview as exc:

@@ -143,16 +143,23 @@ class WebhookApplication(BaseApplication):
         """Build the worker's app: policy poller, metrics hooks, Flask (runs after the fork)."""
         from . import metrics
         from .app import create_app
+        from .discovered import Discovery
         from .policy_store import PolicyStore
 
         _log_to_stderr()
+        discovery = Discovery(report=metrics.discovery_state)
+
+        def loaded(generation: int) -> None:
+            metrics.policy_loaded(generation)
+            discovery.follow(store.current)
+
         store = PolicyStore(
-            self.settings.policies, on_loaded=metrics.policy_loaded, on_failed=metrics.policy_failed
+            self.settings.policies, on_loaded=loaded, on_failed=metrics.policy_failed
         )
         store.start()
         self.certificates.on_change = metrics.certificate_expires
         metrics.certificate_expires(self.certificates.not_after)
-        return create_app(store, self.certificates)
+        return create_app(store, self.certificates, discovery)
 
     def _remove_metrics_dir(self) -> None:
         if self._own_metrics_dir:

@@ -82,6 +82,18 @@ CERT_EXPIRY = Gauge(
 # (endpoint, decision) -> (counter child, histogram child). `.labels()` takes the metric's
 # lock and builds a key tuple on every call (~10 us a review); the children never change.
 _REVIEW_CHILDREN: dict[tuple[str, str], tuple] = {}
+# Only written while a policy has discoverProfiles: true (0 otherwise). livemax: the stalest
+# worker's snapshot; livemin: the fewest classes any worker knows.
+DISCOVERY_AGE = Gauge(
+    "lwgpu_discovery_inventory_age_seconds",
+    "Seconds since the Node inventory last heard from the API server (the stalest worker).",
+    multiprocess_mode="livemax",
+)
+DISCOVERED_CLASSES = Gauge(
+    "lwgpu_discovery_classes",
+    "GPU classes discovered from Node labels (the fewest any live worker knows).",
+    multiprocess_mode="livemin",
+)
 
 
 def observe_review(endpoint: str, decision: str, seconds: float) -> None:
@@ -111,6 +123,12 @@ def policy_loaded(generation: int) -> None:
 def policy_failed(_message: str) -> None:
     """Record a failed policy load (``PolicyStore`` ``on_failed`` callback)."""
     POLICY_RELOAD_FAILURES.inc()
+
+
+def discovery_state(age_seconds: float, classes: int) -> None:
+    """Record the node inventory's snapshot age and class count (``Discovery`` ``report``)."""
+    DISCOVERY_AGE.set(age_seconds)
+    DISCOVERED_CLASSES.set(classes)
 
 
 def certificate_expires(not_after: datetime) -> None:
