@@ -189,7 +189,7 @@ def test_readyz_fails_while_the_certificate_is_unreadable(tmp_path, cert_sets):
     live = shutil.copytree(cert_sets[0], tmp_path / "live")
     with serving(tmp_path, POLICY, live) as server:
         (live / "tls.key").rename(live / "tls.key.away")
-        status, body = wait_for(
+        _, body = wait_for(
             lambda: (s := server.get("/readyz"))[0] == 503 and s, what="/readyz 503"
         )
         assert "tls.key" in orjson.loads(body)["problems"][0]
