@@ -40,28 +40,31 @@ class ReviewResult(NamedTuple):
     decided: Decision
 
 
-def _require(condition: bool, message: str) -> None:
-    if not condition:
-        raise BadReview(message)
-
-
 def parse_request(body: Any) -> dict:
-    """The `request` of a v1 AdmissionReview; raise `BadReview` for anything else."""
-    _require(isinstance(body, dict), "body must be a JSON object (an AdmissionReview)")
-    _require(body.get("apiVersion") == API_VERSION and body.get("kind") == KIND,
-             f"body must be an AdmissionReview of apiVersion {API_VERSION}, got "
-             f"apiVersion={shorten(body.get('apiVersion'))} kind={shorten(body.get('kind'))}")
+    """The `request` of a v1 AdmissionReview; raise `BadReview` for anything else.
+
+    Each check builds its message only when it fails: this runs once per review.
+    """
+    if not isinstance(body, dict):
+        raise BadReview("body must be a JSON object (an AdmissionReview)")
+    if body.get("apiVersion") != API_VERSION or body.get("kind") != KIND:
+        raise BadReview(
+            f"body must be an AdmissionReview of apiVersion {API_VERSION}, got "
+            f"apiVersion={shorten(body.get('apiVersion'))} kind={shorten(body.get('kind'))}")
     request = body.get("request")
-    _require(isinstance(request, dict), "AdmissionReview.request must be an object")
+    if not isinstance(request, dict):
+        raise BadReview("AdmissionReview.request must be an object")
     uid = request.get("uid")
-    _require(isinstance(uid, str) and 0 < len(uid) <= 128, "request.uid must be a string")
+    if not (isinstance(uid, str) and 0 < len(uid) <= 128):
+        raise BadReview("request.uid must be a string")
     kind = request.get("kind")
-    _require(isinstance(kind, dict) and isinstance(kind.get("kind"), str)
-             and isinstance(kind.get("group", ""), str), "request.kind must be a GroupVersionKind")
-    _require(request.get("operation") in OPERATIONS,
-             f"request.operation must be one of {', '.join(OPERATIONS)}")
-    _require(isinstance(request.get("namespace", ""), (str, type(None))),
-             "request.namespace must be a string")
+    if not (isinstance(kind, dict) and isinstance(kind.get("kind"), str)
+            and isinstance(kind.get("group", ""), str)):
+        raise BadReview("request.kind must be a GroupVersionKind")
+    if request.get("operation") not in OPERATIONS:
+        raise BadReview(f"request.operation must be one of {', '.join(OPERATIONS)}")
+    if not isinstance(request.get("namespace", ""), (str, type(None))):
+        raise BadReview("request.namespace must be a string")
     return request
 
 

@@ -80,6 +80,17 @@ def mentions_gpu(container: dict, policy: Policy) -> bool:
     return _names_gpu(*_maps(container), policy)
 
 
+def pod_mentions_gpu(spec: dict, policy: Policy) -> bool:
+    """True when any container or init container of the pod spec `mentions_gpu`."""
+    for section in SECTIONS:
+        items = spec.get(section)
+        if isinstance(items, list):
+            for container in items:
+                if isinstance(container, dict) and mentions_gpu(container, policy):
+                    return True
+    return False
+
+
 def containers(spec: dict, section: str) -> list[tuple[int, dict]]:
     """(index, container) pairs of one section, skipping entries that are not objects."""
     items = spec.get(section)
@@ -139,6 +150,8 @@ def read_asks(spec: dict, annotations: dict, policy: Policy, prefix: str) -> lis
             where = f"{prefix}spec.{section}[{index}]"
             memory = source = None
             for resource, unit in policy.memory_resources.items():
+                if resource not in limits and resource not in requests:
+                    continue
                 value = _value(limits, requests, resource, where)
                 if value is None:
                     continue

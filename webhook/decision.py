@@ -10,7 +10,7 @@ from __future__ import annotations
 from typing import Any, NamedTuple
 
 from . import quantity
-from .asks import Ask, Refusal, containers, effective_gpus, mentions_gpu, read_asks
+from .asks import Ask, Refusal, effective_gpus, pod_mentions_gpu, read_asks
 from .edit import Editor
 from .placement import admits, best_fit, constraints
 from .policy import GPU_RESOURCE, Policy, Profile
@@ -81,9 +81,7 @@ def decide(obj: Any, policy: Policy | None, *, operation: str = "CREATE",
     outer = _map(_map(obj.get("metadata")).get("annotations"))
     if "true" in (annotations.get(SKIP_ANNOTATION), outer.get(SKIP_ANNOTATION)):
         return _skip(obj, f"annotation {SKIP_ANNOTATION}: \"true\"")
-    if not (policy.annotation in annotations or any(
-            mentions_gpu(c, policy) for s in ("initContainers", "containers")
-            for _, c in containers(spec, s))):
+    if not (policy.annotation in annotations or pod_mentions_gpu(spec, policy)):
         return _skip(obj, "asks for no GPU")
     prefix = field_path(path) + "." if path else ""
     try:

@@ -30,10 +30,16 @@ class Profile:
     memory_mib: int
     node_selector: Mapping[str, str] = field(default_factory=frozen_map)
     tolerations: tuple[Mapping[str, object], ...] = ()
+    # Rendered once: the warning of every mutated pod names the selector.
+    _selector_text: str = field(init=False, repr=False, compare=False, default="")
+
+    def __post_init__(self) -> None:
+        text = ",".join(f"{k}={v}" for k, v in sorted(self.node_selector.items()))
+        object.__setattr__(self, "_selector_text", text)
 
     def selector_text(self) -> str:
         """`key=value,...` for messages and warnings."""
-        return ",".join(f"{k}={v}" for k, v in sorted(self.node_selector.items()))
+        return self._selector_text
 
 
 @dataclass(frozen=True)
