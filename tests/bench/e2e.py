@@ -148,7 +148,7 @@ def _measured(server: procs.Server, url: str, body: Path, script: Path, connecti
 
 
 def end_to_end(workdir: Path, body: bytes, *, connections: tuple[int, ...] = (8, 64),
-               duration_s: float = 8, warmup_s: float = 2, repeats: int = 3,
+               duration_s: float = 6, warmup_s: float = 2, repeats: int = 5,
                workers: int = 2, threads: int = 8) -> dict:
     """wrk against `webhook serve` and the no-op app, alternating, for each connection count."""
     tls, body_file, script = _prepare(workdir, body)
@@ -173,6 +173,10 @@ def end_to_end(workdir: Path, body: bytes, *, connections: tuple[int, ...] = (8,
             level = {"connections": count, "webhook": _aggregate(runs["webhook"]),
                      "noop": _aggregate(runs["noop"])}
             level["ratio_rps"] = round(level["webhook"]["rps"] / level["noop"]["rps"], 3)
+            # Each repeat ran the two servers back to back: its ratio saw the same machine
+            # load, so the spread of these ratios shows how far one run's ratio can be trusted.
+            level["pair_ratios"] = [round(hook["rps"] / floor["rps"], 3)
+                                    for hook, floor in zip(runs["webhook"], runs["noop"])]
             results["levels"].append(level)
     return results
 

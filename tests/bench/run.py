@@ -54,8 +54,9 @@ def _parser() -> argparse.ArgumentParser:
                         help="parts to run (default: all)")
     parser.add_argument("--quick", action="store_true",
                         help="short runs (1 s in-process budgets, 3 s wrk runs, 2k/6k reviews)")
-    parser.add_argument("--duration", type=float, default=8, help="seconds per wrk run")
-    parser.add_argument("--repeats", type=int, default=3, help="wrk runs per server and level")
+    parser.add_argument("--duration", type=float, default=6, help="seconds per wrk run")
+    parser.add_argument("--repeats", type=int, default=5,
+                        help="back-to-back wrk runs per server and level")
     parser.add_argument("--workers", type=int, default=2)
     parser.add_argument("--threads", type=int, default=8)
     parser.add_argument("--out", type=Path, default=OUT, help="folder for the JSON and Markdown")
