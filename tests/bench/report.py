@@ -133,6 +133,16 @@ def targets(results: dict) -> list[dict]:
     return checks
 
 
+def _steadiness(before: dict, after: dict | None) -> str:
+    def text(s: dict) -> str:
+        return (f"{s['loop_ms_min']}–{s['loop_ms_max']} ms (median {s['loop_ms_median']}, "
+                f"spread {s['spread_pct']}%)")
+    return ("CPU steadiness (one fixed Python loop, timed 12 times): " + text(before) + " before"
+            + (f", {text(after)} after" if after else "") + ". A large spread means a noisy "
+            "machine: absolute numbers then move by as much, and a ratio of back-to-back runs "
+            "by part of it (see the pair range).")
+
+
 def _verdict(met: bool | None) -> str:
     return "unclear" if met is None else "yes" if met else "**no**"
 
@@ -142,6 +152,8 @@ def render(results: dict) -> str:
     lines = [(f"Run {results['started']} · commit {results['commit']} · {results['cpus']} CPUs · "
               f"Python {results['python']} · load average {results['load_before']} before, "
               f"{results['load_after']} after"), ""]
+    if "steadiness_before" in results:
+        lines += [_steadiness(results["steadiness_before"], results.get("steadiness_after")), ""]
     lines += ["### Targets (issue 7)", ""] + _table(
         ["target", "measured", "met"],
         [[c["target"], c["measured"], _verdict(c["met"])] for c in results["targets"]])

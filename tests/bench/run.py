@@ -31,7 +31,7 @@ import orjson
 from webhook import DEFAULT_POLICIES
 from webhook.policy import load_policies
 
-from . import bodies, e2e, inprocess, report
+from . import bodies, e2e, inprocess, report, timing
 
 PARTS = ("inprocess", "growth", "breakdown", "e2e", "memory")
 OUT = Path(__file__).resolve().parents[2] / "bench-results"
@@ -70,7 +70,7 @@ def run(args: argparse.Namespace) -> dict:
     seed = bodies.body(bodies.seed_pod())
     results: dict = {"started": datetime.now(UTC).isoformat(timespec="seconds"),
                      "commit": _commit(), "cpus": os.cpu_count(), "python": platform.python_version(),
-                     "load_before": _load()}
+                     "load_before": _load(), "steadiness_before": timing.steadiness()}
     if "inprocess" in args.only:
         results["inprocess"] = inprocess.cases(policies, budget_s=1.0 if quick else 3.0)
     if "growth" in args.only:
@@ -88,6 +88,7 @@ def run(args: argparse.Namespace) -> dict:
                 Path(scratch) / "memory", seed, workers=args.workers, threads=args.threads,
                 checkpoints=(2_000, 6_000) if quick else (10_000, 50_000))
     results["load_after"] = _load()
+    results["steadiness_after"] = timing.steadiness()
     results["targets"] = report.targets(results)
     return results
 

@@ -51,3 +51,24 @@ def interleaved(functions: dict[str, Callable[[], object]], *, budget_s: float,
             samples[name].append(clock() - start)
     return {name: summary(values) for name, values in samples.items()}
 
+
+
+def steadiness(rounds: int = 12, pause_s: float = 0.25, work: int = 400_000) -> dict:
+    """How steady the CPU is: the same fixed loop timed `rounds` times, `pause_s` apart.
+
+    On a quiet machine of its own the times agree within a few percent; on a shared
+    virtual machine they can differ by half. The report prints the spread beside the
+    numbers it qualifies.
+    """
+    times_ms = []
+    for _ in range(rounds):
+        start = time.perf_counter()
+        total = 0
+        for value in range(work):
+            total += value
+        times_ms.append((time.perf_counter() - start) * 1000)
+        time.sleep(pause_s)
+    fastest = min(times_ms)
+    return {"loop_ms_min": round(fastest, 1), "loop_ms_median": round(statistics.median(times_ms), 1),
+            "loop_ms_max": round(max(times_ms), 1),
+            "spread_pct": round(100 * (max(times_ms) - fastest) / fastest)}
