@@ -1,6 +1,6 @@
 """Run the benchmarks of issue 7, print Markdown tables, write them as JSON.
 
-    .venv/bin/python -m tests.bench.run                 # everything, about 3 minutes
+    .venv/bin/python -m tests.bench.run                 # everything, about 4 minutes
     .venv/bin/python -m tests.bench.run --quick         # shorter runs, for a smoke check
     .venv/bin/python -m tests.bench.run --only inprocess growth
 
