@@ -8,7 +8,6 @@ import pytest
 import yaml
 
 from webhook.decision import decide
-from webhook.patch import patch_ops
 from webhook.policy import load_documents, load_policies
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -171,11 +170,11 @@ def test_pod_rules(case_id, obj, outcome, profile, texts):
         assert text in message
     assert all(len(w) <= 120 for w in decision.warnings)
     if outcome == "mutated":
-        assert jsonpatch.apply_patch(original, patch_ops(original, decision)) == decision.obj
+        assert jsonpatch.apply_patch(original, list(decision.patch)) == decision.obj
         again = decide(decision.obj, DEFAULT)
-        assert again.outcome == "allowed" and patch_ops(decision.obj, again) == []
+        assert again.outcome == "allowed" and again.patch == ()
     else:
-        assert decision.obj is obj and patch_ops(obj, decision) == []
+        assert decision.obj is obj and decision.patch == ()
 
 
 def test_rewrite_shape():
@@ -219,7 +218,7 @@ def test_every_workload_kind_is_rewritten_at_its_template(kind):
     decision = decide(obj, DEFAULT)
     assert decision.outcome == "mutated" and decision.profile == "GRID-P4-4Q"
     prefix = "/" + "/".join(WORKLOADS[kind][1]) + "/"
-    assert all(op["path"].startswith(prefix) for op in patch_ops(obj, decision))
+    assert all(op["path"].startswith(prefix) for op in decision.patch)
     assert decide(obj, DEFAULT, operation="UPDATE").outcome == "mutated"
 
 

@@ -28,7 +28,6 @@ from tests.helpers import (
     workload,
 )
 from webhook.decision import decide
-from webhook.patch import patch_ops
 
 KUBECTL = shutil.which("kubectl")
 ODD_KEYS = {"example.com/zone~a": "x", "a~1b/c~0d": "y", "team": "ml"}
@@ -88,7 +87,7 @@ def test_kubectl_applies_the_patch(tmp_path, obj, policy):
     """kubectl's JSON Patch engine, jsonpatch and the decision agree on the rewritten object."""
     decision = decide(obj, policy or default_policy())
     assert decision.outcome == "mutated", decision.reason
-    ops = patch_ops(obj, decision)
+    ops = list(decision.patch)
     assert ops
     by_kubectl = kubectl_patch(tmp_path, obj, ops)
     assert by_kubectl == decision.obj
@@ -103,7 +102,7 @@ def test_odd_keys_survive_the_patch(tmp_path, policy):
               annotations={"a/b~c": "kept"})
     chosen = policy or default_policy()
     decision = decide(obj, chosen)
-    patched = kubectl_patch(tmp_path, obj, patch_ops(obj, decision))
+    patched = kubectl_patch(tmp_path, obj, list(decision.patch))
     selector = patched["spec"]["nodeSelector"]
     assert {k: selector[k] for k in ODD_KEYS} == ODD_KEYS
     profile = next(p for p in chosen.profiles if p.name == decision.profile)

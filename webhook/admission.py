@@ -12,7 +12,6 @@ from typing import Any, NamedTuple
 import orjson
 
 from .decision import Decision, decide
-from .patch import patch_ops
 from .policy import Policy, PolicySet
 from .quantity import shorten
 
@@ -126,9 +125,9 @@ def review(body: Any, policies: PolicySet, *, mutate: bool = True) -> ReviewResu
     if outcome == "denied":
         response["status"] = {"code": 403, "reason": "Forbidden", "message": decision.reason}
     elif mutate and outcome == "mutated":
-        ops = patch_ops(request["object"], decision)
         response["patchType"] = "JSONPatch"
-        response["patch"] = binascii.b2a_base64(orjson.dumps(ops), newline=False).decode("ascii")
+        response["patch"] = binascii.b2a_base64(
+            orjson.dumps(decision.patch), newline=False).decode("ascii")
     elif outcome == "mutated":
         outcome = "denied"
         response["allowed"] = False

@@ -19,7 +19,6 @@ from .admission import KIND as REVIEW_KIND
 from .admission import BadReview, review
 from .decision import decide
 from .manifests import Document, InputError, read_documents
-from .patch import patch_ops
 from .policy import PolicyError, PolicySet, load_policies
 
 
@@ -63,7 +62,7 @@ def _review_one(doc: Document, policies: PolicySet, default_ns: str) -> dict[str
     decision = decide(body, policies.for_namespace(str(namespace)))
     name = metadata.get("name") or metadata.get("generateName") or ""
     return {"where": doc.where, "allowed": decision.allowed, "outcome": decision.outcome,
-            "object": decision.obj, "patch": patch_ops(body, decision), "reason": decision.reason,
+            "object": decision.obj, "patch": list(decision.patch), "reason": decision.reason,
             "warnings": list(decision.warnings), "profile": decision.profile,
             "ref": f"{body.get('kind')}/{namespace}/{name}"}
 
