@@ -23,7 +23,8 @@ from pathlib import Path
 
 import yaml
 
-from tests.apiserver_harness import Apiserver, Webhook, selector_matches
+from tests.apiserver_harness import Apiserver, Webhook
+from tests.apiserver_rules import selector_matches
 from tests.server_harness import REPO, Server, free_port, wait_for
 
 

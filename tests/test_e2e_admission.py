@@ -16,8 +16,8 @@ from pathlib import Path
 import pytest
 
 import certs
-from tests.apiserver_harness import as_received, schema_error
 from tests.apiserver_install import running
+from tests.apiserver_rules import as_received, schema_error
 from tests.helpers import EXAMPLES, container, corpus_files, documents, pod, workload
 from tests.server_harness import REPO, free_port
 from webhook.decision import decide

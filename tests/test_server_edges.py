@@ -13,15 +13,8 @@ import types
 import orjson
 import pytest
 
-from tests.server_harness import (
-    JSON,
-    REPO,
-    admission_review,
-    gpu_pod,
-    raw_request,
-    read_response,
-    serving,
-)
+from tests.https_client import JSON, raw_request, read_response
+from tests.server_harness import REPO, admission_review, gpu_pod, serving
 from webhook.server.app import MAX_BODY_BYTES, create_app
 
 GOLDEN = REPO / "tests" / "golden" / "server"

@@ -13,16 +13,8 @@ import orjson
 from prometheus_client import CollectorRegistry
 from prometheus_client.multiprocess import MultiProcessCollector
 
-from tests.server_harness import (
-    JSON,
-    REPO,
-    admission_review,
-    gpu_pod,
-    raw_request,
-    read_response,
-    serving,
-    wait_for,
-)
+from tests.https_client import JSON, raw_request, read_response
+from tests.server_harness import REPO, admission_review, gpu_pod, serving, wait_for
 
 POLICY = REPO / "policies" / "default.yaml"
 SELECTOR = {"aliyun.accelerator/nvidia_mem": "2048MiB"}

@@ -21,17 +21,8 @@ import pytest
 from cryptography import x509
 from cryptography.hazmat.primitives.serialization import Encoding
 
-from tests.server_harness import (
-    REPO,
-    SNI,
-    Connection,
-    admission_review,
-    client_context,
-    gpu_pod,
-    make_certs,
-    serving,
-    wait_for,
-)
+from tests.https_client import SNI, Connection, client_context
+from tests.server_harness import REPO, admission_review, gpu_pod, make_certs, serving, wait_for
 from webhook.server.tls import CertificateReloader
 
 POLICY = REPO / "policies" / "default.yaml"

@@ -69,6 +69,7 @@ def steadiness(rounds: int = 12, pause_s: float = 0.25, work: int = 400_000) -> 
         times_ms.append((time.perf_counter() - start) * 1000)
         time.sleep(pause_s)
     fastest = min(times_ms)
-    return {"loop_ms_min": round(fastest, 1), "loop_ms_median": round(statistics.median(times_ms), 1),
+    return {"loop_ms_min": round(fastest, 1),
+            "loop_ms_median": round(statistics.median(times_ms), 1),
             "loop_ms_max": round(max(times_ms), 1),
             "spread_pct": round(100 * (max(times_ms) - fastest) / fastest)}

@@ -25,17 +25,8 @@ from typing import Self
 
 import orjson
 
-from tests.server_harness import (
-    JSON,
-    SNI,
-    Connection,
-    admission_review,
-    client_context,
-    gpu_pod,
-    raw_request,
-    read_response,
-    wait_for,
-)
+from tests.https_client import JSON, SNI, Connection, client_context, raw_request, read_response
+from tests.server_harness import admission_review, gpu_pod, wait_for
 
 BODY = orjson.dumps(admission_review(gpu_pod({"aliyun.com/gpu-mem": 2}), uid="load"))
 HEADERS = {"Content-Type": "application/json"}
@@ -44,22 +35,10 @@ PROFILE = re.compile(r" on (\S+) \(")
 BACKOFF_S = 0.05  # after a failed request, so a dead server is not hammered
 
 
-class NoDelayConnection(Connection):
-    """The harness's connection with TCP_NODELAY, as the apiserver's Go client dials.
-
-    http.client writes headers and body in two sends; with Nagle on, the second waits for
-    the server's delayed ACK, 40 ms per request on loopback instead of about 2 ms.
-    """
-
-    def connect(self) -> None:
-        """Connect as the harness does, then turn Nagle off."""
-        super().connect()
-        self.sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-
-
-def connect(port: int, *ca_files: Path) -> NoDelayConnection:
-    """A (not yet opened) no-delay connection to the server on `port` trusting `ca_files`."""
-    return NoDelayConnection(port, client_context(*ca_files))
+def connect(port: int, *ca_files: Path) -> Connection:
+    """A (not yet opened) connection to the server on `port` trusting `ca_files` (TCP_NODELAY
+    on, as the apiserver's Go client dials)."""
+    return Connection(port, client_context(*ca_files))
 
 
 @dataclass(frozen=True)
