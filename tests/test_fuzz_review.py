@@ -23,9 +23,10 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from tests.helpers import admission_review, container, default_policies, pod, workload
+from tests.https_client import Connection
 from tests.reliability import procfs
 from tests.reliability.answers import checked_review
-from tests.reliability.load import NoDelayConnection, connect
+from tests.reliability.load import connect
 from tests.reliability.mutate import FUZZ, corrupted, mutated, nest, print_counts
 from tests.server_harness import REPO, serving
 from webhook.admission import review
@@ -94,7 +95,7 @@ def server(tmp_path_factory):
         yield running
 
 
-def _connect(server) -> NoDelayConnection:
+def _connect(server) -> Connection:
     return connect(server.port, server.ca)
 
 
