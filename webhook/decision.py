@@ -119,7 +119,7 @@ def _decide_gpu_pod(obj: dict, path: tuple[str, ...], spec: dict, annotations: d
             small = admitted[-1]
             raise Refusal(
                 f"{prefix}spec.nodeSelector/affinity: the pod pins {small.name} "
-                f"({small.selector_text()}, {small.memory_mib}Mi) but {biggest.where} asks "
+                f"({small.selector_text}, {small.memory_mib}Mi) but {biggest.where} asks "
                 f"{biggest.source} ({memory}Mi); remove the selector or pin "
                 f"{best_fit(policy.profiles, memory).name}")
         if policy.when_no_profile_fits == "ignore":
@@ -140,7 +140,7 @@ def _decide_gpu_pod(obj: dict, path: tuple[str, ...], spec: dict, annotations: d
             f"{prefix}spec.nodeName: the pod is bound to node {quantity.shorten(node_name)!r} "
             f"but must be placed on lightweight GPU class {choice.name}; remove spec.nodeName")
     warning = (f"lwgpu: {biggest.source} ({memory}Mi) -> {GPU_RESOURCE}=1 on {choice.name} "
-               f"({choice.selector_text()})")
+               f"({choice.selector_text})")
     return Decision("mutated", edit.root, path, warnings=(_fit(warning),), profile=choice.name,
                     patch=tuple(edit.ops))
 
@@ -174,7 +174,7 @@ def _pinned_text(spec: dict, pinned: dict) -> str:
 
 
 def _classes(profiles: tuple[Profile, ...]) -> str:
-    return ", ".join(f"{p.name}: {p.selector_text()}" for p in profiles[:8])
+    return ", ".join(f"{p.name}: {p.selector_text}" for p in profiles[:8])
 
 
 def _fit(text: str) -> str:

@@ -52,7 +52,6 @@ def interleaved(functions: dict[str, Callable[[], object]], *, budget_s: float,
     return {name: summary(values) for name, values in samples.items()}
 
 
-
 def steadiness(rounds: int = 12, pause_s: float = 0.25, work: int = 400_000) -> dict:
     """How steady the CPU is: the same fixed loop timed `rounds` times, `pause_s` apart.
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field, replace
 from fnmatch import fnmatchcase
+from functools import cached_property
 from types import MappingProxyType
 
 API_VERSION = "lwgpu.io/v1alpha1"
@@ -30,16 +31,12 @@ class Profile:
     memory_mib: int
     node_selector: Mapping[str, str] = field(default_factory=frozen_map)
     tolerations: tuple[Mapping[str, object], ...] = ()
-    # Rendered once: the warning of every mutated pod names the selector.
-    _selector_text: str = field(init=False, repr=False, compare=False, default="")
 
-    def __post_init__(self) -> None:
-        text = ",".join(f"{k}={v}" for k, v in sorted(self.node_selector.items()))
-        object.__setattr__(self, "_selector_text", text)
-
+    # Rendered once per profile: the warning of every mutated pod names the selector.
+    @cached_property
     def selector_text(self) -> str:
         """`key=value,...` for messages and warnings."""
-        return self._selector_text
+        return ",".join(f"{k}={v}" for k, v in sorted(self.node_selector.items()))
 
 
 @dataclass(frozen=True)
