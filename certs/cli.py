@@ -63,12 +63,17 @@ def _check(args: argparse.Namespace) -> int:
 def _install(args: argparse.Namespace) -> int:
     # Imported here: the kubernetes client takes about a second to import, and `generate`
     # and `check` (run at every server start in development) never need it.
+    from webhook.kube.client import KubeConfigError, api_client
+
     from .install import install
-    from .kubeclient import build_api_client
 
     spec = Spec(args.service, args.namespace, args.days, args.ca_days, key_type=args.key_type)
-    with build_api_client(args.kubeconfig, args.context) as api_client:
-        result = install(api_client, spec, args.secret, args.webhook_config)
+    try:
+        client = api_client(args.kubeconfig, args.context)
+    except KubeConfigError as exc:
+        raise CertError(str(exc)) from None
+    with client:
+        result = install(client, spec, args.secret, args.webhook_config)
     print(f"Secret {args.namespace}/{args.secret}: {result.secret}")
     for target in result.patched:
         print(f"{target}: caBundle patched")

@@ -8,7 +8,7 @@ from datetime import UTC, datetime
 
 from .authority import Spec
 from .errors import CertError
-from .rotation import Plan, ensure, plan
+from .rotation import Plan, ensure, not_after_text, plan
 from .store import load_dir, write_dir
 
 
@@ -55,5 +55,5 @@ def check(directory: str | os.PathLike, now: datetime | None = None) -> tuple[li
 
 def _expiry(label: str, cert, now: datetime) -> str:
     left = cert.not_valid_after_utc - now
-    expires = f"{cert.not_valid_after_utc:%Y-%m-%d %H:%M:%SZ}"
+    expires = not_after_text(cert)
     return f"{label}: {cert.subject.rfc4514_string()} expires {expires} ({left.days} days left)"

@@ -55,15 +55,15 @@ def plan(cert_set: CertSet, now: datetime, spec: Spec | None = None) -> Plan:
     """
     ca = cert_set.ca
     if ca.not_valid_after_utc <= now:
-        raise CertError(f"CA certificate expired at {ca.not_valid_after_utc:%Y-%m-%d %H:%M:%SZ}")
+        raise CertError(f"CA certificate expired at {not_after_text(ca)}")
     reasons = []
     renew_ca = due(ca, now)
     if renew_ca:
-        reasons.append(f"CA: less than a third of its lifetime left (expires {_day(ca)})")
+        reasons.append(f"CA: less than a third of its lifetime left (expires {not_after_text(ca)})")
     serving = _serving_reasons(cert_set, now, spec)
     reasons += serving
     retire = tuple(old for old in cert_set.ca_bundle[1:] if old.not_valid_after_utc <= now)
-    reasons += [f"bundle: old CA expired {_day(old)}, drop it" for old in retire]
+    reasons += [f"bundle: old CA expired {not_after_text(old)}, drop it" for old in retire]
     return Plan(renew_ca, renew_ca or bool(serving), retire, tuple(reasons))
 
 
@@ -100,7 +100,7 @@ def _serving_reasons(cert_set: CertSet, now: datetime, spec: Spec | None) -> lis
     reasons = []
     if due(cert, now):
         reasons.append(
-            f"serving certificate: less than a third of its lifetime left (expires {_day(cert)})"
+            f"serving certificate: less than a third of its lifetime left (expires {not_after_text(cert)})"
         )
     if cert_set.issuer_of_cert() != cert_set.ca:
         reasons.append("serving certificate: signed by an old CA, re-issue under the current one")
@@ -111,5 +111,6 @@ def _serving_reasons(cert_set: CertSet, now: datetime, spec: Spec | None) -> lis
     return reasons
 
 
-def _day(cert: x509.Certificate) -> str:
+def not_after_text(cert: x509.Certificate) -> str:
+    """When `cert` expires, as every message of this package writes it (UTC)."""
     return f"{cert.not_valid_after_utc:%Y-%m-%d %H:%M:%SZ}"

@@ -19,9 +19,9 @@ from pathlib import Path
 from typing import Any
 
 from webhook import DEFAULT_POLICIES, cli
-from webhook.manifests import Document, read_documents
+from webhook.offline.manifests import Document, read_documents
 from webhook.policy import Policy, PolicyError, PolicySet, load_documents, load_policies
-from webhook.workload import TEMPLATE_PATHS
+from webhook.api.workload import TEMPLATE_PATHS
 
 REPO = Path(__file__).resolve().parents[1]
 CORPUS = Path(__file__).resolve().parents[2] / "shared" / "corpus"

@@ -7,7 +7,7 @@ import jsonpatch
 import pytest
 import yaml
 
-from webhook.decision import decide
+from webhook.core.decision import decide
 from webhook.policy import load_documents, load_policies
 
 ROOT = Path(__file__).resolve().parent.parent

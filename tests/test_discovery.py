@@ -8,8 +8,8 @@ import pytest
 from kubernetes import client
 
 from tests.kubeapi import KubeAPIDouble, wait_for
-from webhook.discovery import NodeInventory, profiles_from_labels
-from webhook.placement import best_fit
+from webhook.kube.inventory import NodeInventory, profiles_from_labels
+from webhook.core.placement import best_fit
 from webhook.policy import Profile
 
 MEM, NAME = "aliyun.accelerator/nvidia_mem", "aliyun.accelerator/nvidia_name"
@@ -112,7 +112,7 @@ def test_api_down_keeps_the_last_snapshot_and_never_blocks(kube, start, caplog):
     """Outage: profiles() answers at once with the last snapshot; the change lands on recovery."""
     kube.seed(node("gpu", "2048MiB", "GRID-P4-2Q"))
     inventory = start()
-    with caplog.at_level(logging.WARNING, logger="webhook.discovery"):
+    with caplog.at_level(logging.WARNING, logger="webhook.kube.inventory"):
         kube.set_down(True)
         kube.seed(node("p4", "7611MiB", "Tesla-P4"))
         assert wait_for(lambda: "503" in caplog.text)
@@ -144,7 +144,7 @@ def test_failures_back_off_exponentially(kube, start, caplog):
     """Failed lists are retried after doubling delays, capped at the maximum."""
     kube.seed(node("gpu", "2048MiB", "GRID-P4-2Q"))
     kube.inject("GET", r"^/api/v1/nodes$", 500, times=4)
-    with caplog.at_level(logging.WARNING, logger="webhook.discovery"):
+    with caplog.at_level(logging.WARNING, logger="webhook.kube.inventory"):
         inventory = start()
     delays = [r.getMessage().rsplit(" ", 1)[-1] for r in caplog.records]
     assert delays == ["0.01s", "0.02s", "0.04s", "0.04s"]

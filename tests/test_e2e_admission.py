@@ -20,7 +20,7 @@ from tests.apiserver_install import running
 from tests.apiserver_rules import as_received, schema_error
 from tests.helpers import EXAMPLES, container, corpus_files, documents, pod, workload
 from tests.server_harness import REPO, free_port
-from webhook.decision import decide
+from webhook.core.decision import decide
 from webhook.policy import load_policies
 
 pytestmark = pytest.mark.skipif(shutil.which("kubectl") is None,

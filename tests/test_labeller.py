@@ -16,8 +16,9 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from tests.kubeapi import KubeAPIDouble, wait_for
-from webhook import labeller
-from webhook.nvml import label_value
+from webhook.kube.client import core_api
+from webhook.node import labeller
+from webhook.node.nvml import label_value
 
 MIB = 2**20
 P4_2Q = ("GRID P4-2Q", 2048 * MIB)
@@ -204,7 +205,7 @@ def test_missing_node_is_a_clear_error(kube, monkeypatch, capsys, argv, env, cod
 def test_interval_survives_an_outage_and_recovers(kube, monkeypatch):
     """With --interval, 503s are logged and retried; once the API is back the labels return."""
     FakeNVML([P4_2Q]).install(monkeypatch)
-    api = labeller.build_core_api()
+    api = core_api()
     stop, result, lines = threading.Event(), [], []
     labels = {**SEED_LABELS}
     thread = threading.Thread(target=lambda: result.append(

@@ -19,7 +19,7 @@ from hypothesis import strategies as st
 
 from tests.apiserver_cel import as_apiserver_sees, program
 from tests.test_deploy_manifests import NS, ROOT, WEBHOOKS, find, requires_kubectl
-from webhook.decision import decide
+from webhook.core.decision import decide
 from webhook.policy import load_policies
 
 CORPUS = ROOT.parent / "shared" / "corpus"

@@ -27,7 +27,7 @@ from tests.helpers import (
     tainted_policy,
     workload,
 )
-from webhook.decision import decide
+from webhook.core.decision import decide
 
 KUBECTL = shutil.which("kubectl")
 ODD_KEYS = {"example.com/zone~a": "x", "a~1b/c~0d": "y", "team": "ml"}

@@ -4,7 +4,7 @@ from pathlib import Path
 
 import pytest
 
-from webhook.decision import decide
+from webhook.core.decision import decide
 from webhook.policy import PolicySet, Profile, frozen_map, load_documents
 
 ROOT = Path(__file__).resolve().parent.parent

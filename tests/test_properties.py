@@ -28,9 +28,9 @@ from tests.helpers import (
     workload,
 )
 from webhook.admission import review
-from webhook.decision import WARNING_LIMIT, decide
+from webhook.core.decision import WARNING_LIMIT, decide
 from webhook.policy import PolicySet
-from webhook.workload import dig
+from webhook.api.workload import dig
 
 PROPERTY = settings(max_examples=200, deadline=None,
                     suppress_health_check=[HealthCheck.too_slow])

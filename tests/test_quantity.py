@@ -2,7 +2,7 @@
 
 import pytest
 
-from webhook import quantity
+from webhook.api import quantity
 
 
 @pytest.mark.parametrize("value, unit, mib", [

@@ -27,7 +27,7 @@ from tests.helpers import (
     workload,
 )
 from webhook.admission import review
-from webhook.decision import decide
+from webhook.core.decision import decide
 
 SEED = EXAMPLES / "cuda-sample.yaml"
 GPU_MEM = EXAMPLES / "cuda-sample-gpu-mem.yaml"

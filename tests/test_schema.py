@@ -23,8 +23,8 @@ from tests.helpers import (
     tainted_policy,
     workload,
 )
-from webhook.decision import decide
-from webhook.workload import dig
+from webhook.core.decision import decide
+from webhook.api.workload import dig
 
 KUBERNETES_VERSION = "1.33"
 POLICIES = {"default": default_policy(), "tainted": tainted_policy()}

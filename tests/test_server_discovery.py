@@ -25,7 +25,7 @@ from tests.server_harness import (
     serving,
     wait_for,
 )
-from webhook.discovery import profiles_from_labels
+from webhook.kube.inventory import profiles_from_labels
 from webhook.policy import load_policies
 from webhook.server.discovered import Discovery
 

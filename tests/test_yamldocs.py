@@ -2,7 +2,7 @@
 
 import pytest
 
-from webhook.yamldocs import YamlError, load_all
+from webhook.policy.yamldocs import YamlError, load_all
 
 
 @pytest.mark.parametrize("text, message", [

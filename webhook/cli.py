@@ -11,10 +11,10 @@ import importlib
 import sys
 
 COMMANDS = (
-    "webhook.review_cmd",
-    "webhook.policy_cmd",
+    "webhook.offline.review",
+    "webhook.offline.policy_check",
     "webhook.server.cli",
-    "webhook.labeller",
+    "webhook.node.labeller",
 )
 
 

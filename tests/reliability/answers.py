@@ -16,7 +16,7 @@ import orjson
 
 from tests.helpers import default_policies
 from webhook.admission import API_VERSION, KIND, BadReview, ReviewResult, encode, review
-from webhook.decision import WARNING_LIMIT
+from webhook.core.decision import WARNING_LIMIT
 
 # A denial is read by a person in kubectl's output: it names fields and values, shortened.
 MESSAGE_LIMIT = 1024

@@ -1,7 +1,18 @@
-"""Policies: the frozen model (`model`) and the validating YAML loader (`load`)."""
+"""Policies: the frozen model (`model`), the validating loader (`load`), the YAML reader.
+
+Imports: `webhook.api`, the standard library and PyYAML. Never `webhook.core` or anything
+above it, and never flask, werkzeug, gunicorn, kubernetes, pynvml or prometheus_client.
+"""
 
 from .load import PolicyError, load_documents, load_policies
-from .model import GPU_RESOURCE, MEM_LABEL, Policy, PolicySet, Profile, frozen_map
+from .model import Policy, PolicySet, Profile, frozen_map
 
-__all__ = ["GPU_RESOURCE", "MEM_LABEL", "Policy", "PolicyError", "PolicySet", "Profile",
-           "frozen_map", "load_documents", "load_policies"]
+__all__ = [
+    "Policy",
+    "PolicyError",
+    "PolicySet",
+    "Profile",
+    "frozen_map",
+    "load_documents",
+    "load_policies",
+]

@@ -12,12 +12,15 @@ import re
 from pathlib import Path
 from typing import Any
 
-from .. import quantity
-from ..yamldocs import YamlError, load_all
+from webhook.api import quantity
+from webhook.api.names import MEM_LABEL
+from webhook.api.text import shorten
+
 from .model import (
     API_VERSION,
+    DEFAULT_COMPANIONS,
+    DEFAULT_MEMORY_UNITS,
     KIND,
-    MEM_LABEL,
     Policy,
     PolicySet,
     Profile,
@@ -26,9 +29,8 @@ from .model import (
     is_glob,
     pattern_rank,
 )
+from .yamldocs import YamlError, load_all
 
-DEFAULT_RESOURCES = {"aliyun.com/gpu-mem": "Gi", "nvidia.com/gpumem": "Mi"}
-DEFAULT_COMPANIONS = ("nvidia.com/gpucores",)
 _LABEL_NAME = re.compile(r"[A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?")
 _DNS_SUBDOMAIN = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*")
 _NAMESPACE_PATTERN = re.compile(r"[a-z0-9*?]([-a-z0-9*?]{0,61}[a-z0-9*?])?")
@@ -111,7 +113,7 @@ def _profile(doc: _Doc, raw: Any, path: str) -> Profile | None:
         try:
             memory = quantity.to_mib(raw["memory"])
             ok &= doc.check(quantity.parse(raw["memory"]) % quantity.MIB == 0, f"{path}.memory",
-                            f"{quantity.shorten(raw['memory'])!r} is not a whole number of MiB")
+                            f"{shorten(raw['memory'])!r} is not a whole number of MiB")
         except quantity.QuantityError as err:
             ok = doc.check(False, f"{path}.memory", f"{err}; write e.g. 2048Mi or 2Gi")
     selector = raw.get("nodeSelector")
@@ -170,7 +172,7 @@ def _show(value: Any) -> str:
 def _memory_requests(doc: _Doc, raw: Any) -> tuple[dict[str, int], str | None, tuple[str, ...]]:
     present = isinstance(raw, dict)
     raw = doc.mapping(raw, "spec.memoryRequests", {"resources", "annotation", "companionResources"})
-    resources = raw.get("resources", None if present else DEFAULT_RESOURCES)
+    resources = raw.get("resources", None if present else dict(DEFAULT_MEMORY_UNITS))
     units: dict[str, int] = {}
     if resources is not None and not isinstance(resources, dict):
         doc.error("spec.memoryRequests.resources", "must map resource names to units (Gi, Mi)")
@@ -186,7 +188,7 @@ def _memory_requests(doc: _Doc, raw: Any) -> tuple[dict[str, int], str | None, t
             units[name] = quantity.unit_bytes(unit)
         except quantity.QuantityError as err:
             doc.error(path, str(err))
-    annotation = raw.get("annotation", "lwgpu.io/gpu-memory")
+    annotation = raw.get("annotation", Policy.annotation)
     if annotation is not None and not is_qualified_key(annotation):
         doc.error("spec.memoryRequests.annotation", f"{annotation!r} is not an annotation key")
         annotation = None
@@ -205,7 +207,7 @@ def _policy(doc: _Doc, raw: Any) -> Policy | None:
         found = f"{raw.get('apiVersion')} {raw.get('kind')}" if isinstance(raw, dict) else \
             f"a {type(raw).__name__}"
         doc.error("apiVersion/kind", f"must be {API_VERSION} {KIND}, got "
-                  f"{quantity.shorten(found, 60)}")
+                  f"{shorten(found, 60)}")
         return None
     raw = doc.mapping(raw, "", {"apiVersion", "kind", "metadata", "spec"})
     metadata = doc.mapping(raw.get("metadata"), "metadata", {"name", "labels", "annotations"})
@@ -220,13 +222,13 @@ def _policy(doc: _Doc, raw: Any) -> Policy | None:
     exclude = _string_list(doc, namespaces.get("exclude"), "spec.namespaces.exclude", [])
     profiles = _profiles(doc, spec.get("profiles"))
     resources, annotation, companions = _memory_requests(doc, spec.get("memoryRequests"))
-    max_gpus = spec.get("maxGPUsPerPod", 1)
+    max_gpus = spec.get("maxGPUsPerPod", Policy.max_gpus_per_pod)
     doc.check(type(max_gpus) is int and max_gpus >= 1, "spec.maxGPUsPerPod",
               f"must be a whole number >= 1, got {max_gpus!r}")
-    fits = spec.get("whenNoProfileFits", "deny")
+    fits = spec.get("whenNoProfileFits", Policy.when_no_profile_fits)
     doc.check(fits in ("deny", "ignore"), "spec.whenNoProfileFits",
               f"must be deny or ignore, got {fits!r}")
-    discover = spec.get("discoverProfiles", False)
+    discover = spec.get("discoverProfiles", Policy.discover_profiles)
     doc.check(isinstance(discover, bool), "spec.discoverProfiles", "must be true or false")
     if len(doc.errors) > before:
         return None

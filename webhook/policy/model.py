@@ -1,6 +1,6 @@
 """The policy model: frozen dataclasses, and which policy governs a namespace.
 
-Loading and validating YAML lives in `policy_load`; this module only holds the
+Loading and validating YAML lives in `load`; this module only holds the
 validated result, so the decision can take it as plain, immutable data.
 """
 
@@ -11,14 +11,28 @@ from dataclasses import dataclass, field, replace
 from fnmatch import fnmatchcase
 from functools import cached_property
 from types import MappingProxyType
+from typing import Literal, TypeVar
+
+from webhook.api.names import MEMORY_ANNOTATION
+
+K = TypeVar("K")
+V = TypeVar("V")
+NoFitAction = Literal["deny", "ignore"]
+
+# A policy's defaults, here once: the loader fills an absent field from these.
+# Resources that ask GPU memory, and the unit of one: gpushare counts GiB, HAMi MiB.
+DEFAULT_MEMORY_UNITS: Mapping[str, str] = MappingProxyType(
+    {"aliyun.com/gpu-mem": "Gi", "nvidia.com/gpumem": "Mi"}
+)
+# Resources that only mean something beside a shared-GPU memory request (HAMi's core share)
+# and are removed with it: no lightweight node offers them, so a pod keeping one never runs.
+DEFAULT_COMPANIONS = ("nvidia.com/gpucores",)
 
 API_VERSION = "lwgpu.io/v1alpha1"
 KIND = "LightweightGPUPolicy"
-GPU_RESOURCE = "nvidia.com/gpu"
-MEM_LABEL = "aliyun.accelerator/nvidia_mem"
 
 
-def frozen_map(data: Mapping[str, str] | None = None) -> Mapping[str, str]:
+def frozen_map(data: Mapping[K, V] | None = None) -> Mapping[K, V]:
     """A read-only copy of `data`, so frozen dataclasses stay frozen all the way down."""
     return MappingProxyType(dict(data or {}))
 
@@ -49,17 +63,24 @@ class Policy:
     include: tuple[str, ...] = ("*",)
     exclude: tuple[str, ...] = ()
     memory_resources: Mapping[str, int] = field(default_factory=frozen_map)  # name -> bytes/unit
-    annotation: str | None = "lwgpu.io/gpu-memory"
-    # Resources that only mean something beside a shared-GPU memory request (HAMi's core share)
-    # and are removed with it: no lightweight node offers them, so a pod keeping one never runs.
-    companion_resources: tuple[str, ...] = ("nvidia.com/gpucores",)
+    annotation: str | None = MEMORY_ANNOTATION
+    companion_resources: tuple[str, ...] = DEFAULT_COMPANIONS
     max_gpus_per_pod: int = 1
-    when_no_profile_fits: str = "deny"
+    when_no_profile_fits: NoFitAction = "deny"
     discover_profiles: bool = False
 
-    def selector_keys(self) -> frozenset[str]:
-        """Node label keys by which profiles are selected (a pod 'pins' a class with these)."""
-        return frozenset(k for p in self.profiles for k in p.node_selector)
+    def with_discovered(self, discovered: Iterable[Profile]) -> Policy:
+        """This policy plus the discovered classes its static profiles do not already select.
+
+        Static profiles come first, so at equal memory the admin's own class wins the best fit.
+        """
+        selectors = {tuple(sorted(p.node_selector.items())) for p in self.profiles}
+        extra = [p for p in discovered if tuple(sorted(p.node_selector.items())) not in selectors]
+        if not extra:
+            return self
+        # sorted() is stable: static profiles stay ahead of discovered ones of equal memory
+        merged = sorted((*self.profiles, *extra), key=lambda p: p.memory_mib)
+        return replace(self, profiles=tuple(merged))
 
     def include_rank(self, namespace: str) -> tuple[int, int] | None:
         """How specifically this policy claims `namespace`, or None when it does not."""
@@ -106,24 +127,43 @@ def globs_overlap(first: str, second: str) -> bool:
     return False
 
 
+NAMESPACES_REMEMBERED = 4096  # a cluster with more namespaces simply matches again
+
+
 @dataclass(frozen=True)
 class PolicySet:
-    """Every loaded policy; answers which one (at most one) governs a namespace."""
+    """Every loaded policy; answers which one (at most one) governs a namespace.
+
+    Matching every policy's namespace globs costs more per review than reading the whole
+    AdmissionReview, and a set never changes, so each answer is remembered in the set
+    itself: a reload hands over a new set with an empty memo. Reviews on several threads
+    may fill it at once; each write stores the same answer, so none is ever wrong.
+    """
 
     policies: tuple[Policy, ...]
+    _governing: dict[str, Policy | None] = field(
+        default_factory=dict, init=False, repr=False, compare=False
+    )
 
     def for_namespace(self, namespace: str) -> Policy | None:
         """The governing policy: the most specific include that the namespace matches."""
+        try:
+            return self._governing[namespace]
+        except KeyError:
+            pass
+        governing = self._match(namespace)
+        if len(self._governing) >= NAMESPACES_REMEMBERED:
+            self._governing.clear()
+        self._governing[namespace] = governing
+        return governing
+
+    def _match(self, namespace: str) -> Policy | None:
         best: tuple[tuple[int, int], Policy] | None = None
         for policy in self.policies:
             rank = policy.include_rank(namespace)
             if rank is not None and (best is None or rank > best[0]):
                 best = (rank, policy)
         return best[1] if best else None
-
-    def by_name(self, name: str) -> Policy | None:
-        """The policy called `name`, if loaded."""
-        return next((p for p in self.policies if p.name == name), None)
 
     def discovers(self) -> bool:
         """True when any policy asks for classes discovered from Node labels."""
@@ -134,18 +174,6 @@ class PolicySet:
         found = tuple(discovered)
         if not found or not self.discovers():
             return self
-        return PolicySet(tuple(with_discovered(p, found) if p.discover_profiles else p
-                               for p in self.policies))
-
-
-def with_discovered(policy: Policy, discovered: Iterable[Profile]) -> Policy:
-    """`policy` plus the discovered classes its static profiles do not already select.
-
-    Static profiles come first, so at equal memory the admin's own class wins the best fit.
-    """
-    selectors = {tuple(sorted(p.node_selector.items())) for p in policy.profiles}
-    extra = [p for p in discovered if tuple(sorted(p.node_selector.items())) not in selectors]
-    if not extra:
-        return policy
-    merged = sorted((*policy.profiles, *extra), key=lambda p: p.memory_mib)  # stable: static first
-    return replace(policy, profiles=tuple(merged))
+        return PolicySet(
+            tuple(p.with_discovered(found) if p.discover_profiles else p for p in self.policies)
+        )

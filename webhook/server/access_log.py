@@ -13,6 +13,8 @@ from collections.abc import Mapping
 
 import orjson
 
+from webhook.admission import object_name, request_of
+
 STDOUT = 1
 
 
@@ -21,44 +23,24 @@ def _text(mapping: object, key: str) -> str:
     return value if isinstance(value, str) else ""
 
 
-def request_of(body: object) -> Mapping:
-    """``body["request"]`` when the body has one, else an empty mapping."""
-    request = body.get("request") if isinstance(body, Mapping) else None
-    return request if isinstance(request, Mapping) else {}
+def failed(endpoint: str, status: int, duration_s: float, body: object) -> dict[str, object]:
+    """The fields of the line for a request that failed before a decision (4xx, 5xx).
 
-
-def object_name(request: Mapping) -> str:
-    """``request.name``, else the object's ``metadata.name`` or ``metadata.generateName``.
-
-    The apiserver sends an empty ``request.name`` for objects named by ``generateName``
-    (pods of a ReplicaSet), so the prefix is the only name there is at admission time.
-    """
-    obj = request.get("object")
-    metadata = obj.get("metadata") if isinstance(obj, Mapping) else None
-    return _text(request, "name") or _text(metadata, "name") or _text(metadata, "generateName")
-
-
-def entry(
-    endpoint: str, status: int, duration_s: float, body: object, result: object = None
-) -> dict:
-    """The fields of one line; identity from the review ``result`` when there is one, else the body.
-
-    A request that failed before a decision (400, 500) is logged from what the body holds,
-    so an operator can still match it with the apiserver's audit log by uid.
+    Logged from what the body holds, so an operator can still match it with the
+    apiserver's audit log by uid. Same keys as ``reviewed``.
     """
     request = request_of(body)
-    kind = request.get("kind")
     return {
-        "uid": getattr(result, "uid", None) or _text(request, "uid"),
-        "namespace": getattr(result, "namespace", None) or _text(request, "namespace"),
-        "name": getattr(result, "name", None) or object_name(request),
-        "kind": getattr(result, "kind", None) or _text(kind, "kind"),
-        "operation": getattr(result, "operation", None) or _text(request, "operation"),
+        "uid": _text(request, "uid"),
+        "namespace": _text(request, "namespace"),
+        "name": object_name(request),
+        "kind": _text(request.get("kind"), "kind"),
+        "operation": _text(request, "operation"),
         "endpoint": endpoint,
         "status": status,
-        "decision": getattr(result, "decision", "error"),
-        "profile": getattr(result, "profile", None),
-        "dry_run": bool(getattr(result, "dry_run", request.get("dryRun") is True)),
+        "decision": "error",
+        "profile": None,
+        "dry_run": request.get("dryRun") is True,
         "duration_ms": round(duration_s * 1000, 3),
     }
 
@@ -66,8 +48,7 @@ def entry(
 def reviewed(endpoint: str, duration_s: float, result) -> dict:
     """The fields of the line for an answered review (HTTP 200), read from its ``ReviewResult``.
 
-    Same keys and values as ``entry`` gives for a result; built directly because it runs
-    for every review.
+    Same keys as ``failed``.
     """
     return {
         "uid": result.uid,

@@ -42,34 +42,12 @@ MAX_BODY_BYTES = 7 * 1024 * 1024
 
 ENDPOINTS = "POST /mutate, POST /validate, GET /healthz, GET /readyz, GET /metrics"
 
-# metav1.StatusReason for each error this server sends.
-REASONS = {
-    400: "BadRequest",
-    403: "Forbidden",
-    404: "NotFound",
-    405: "MethodNotAllowed",
-    413: "RequestEntityTooLarge",
-    415: "UnsupportedMediaType",
-    500: "InternalError",
-    503: "ServiceUnavailable",
-}
-
 log = logging.getLogger(__name__)
 
 
 def status_body(code: int, message: str, uid: str | None = None) -> bytes:
-    """A ``v1 Status`` failure; ``details.uid`` names the review when the body had one."""
-    status: dict = {
-        "apiVersion": "v1",
-        "kind": "Status",
-        "status": "Failure",
-        "code": code,
-        "reason": REASONS.get(code, "Unknown"),
-        "message": message,
-    }
-    if uid:
-        status["details"] = {"uid": uid}
-    return orjson.dumps(status)
+    """The encoded ``v1 Status`` failure a non-200 answer carries."""
+    return admission.encode(admission.errored(code, message, uid))
 
 
 def _json_response(
@@ -108,7 +86,7 @@ def read_review_body() -> object:
 
 
 def _uid(body: object) -> str | None:
-    uid = access_log.request_of(body).get("uid")
+    uid = admission.request_of(body).get("uid")
     return uid if isinstance(uid, str) else None
 
 
@@ -172,7 +150,7 @@ def create_app(
         seconds = time.perf_counter() - start
         if result is None:
             metrics.observe_error(endpoint, code, seconds)
-            access_log.write(access_log.entry(endpoint, code, seconds, body))
+            access_log.write(access_log.failed(endpoint, code, seconds, body))
         else:
             metrics.observe_review(endpoint, result.decision, seconds)
             access_log.write(access_log.reviewed(endpoint, seconds, result))

@@ -1,7 +1,7 @@
 """Profiles discovered from Nodes, merged into the worker's policies (``discoverProfiles: true``).
 
 When a loaded ``PolicySet`` asks for discovery, the worker starts a
-``webhook.discovery.NodeInventory`` (list + watch of Nodes in a daemon thread). Reviews
+``webhook.kube.inventory.NodeInventory`` (list + watch of Nodes in a daemon thread). Reviews
 never wait on it: they read its last snapshot, and the merged ``PolicySet`` is rebuilt only
 when the policy or the snapshot tuple changes (two identity checks otherwise). An API server
 that cannot be reached leaves the last snapshot, or the static profiles, in use.
@@ -26,10 +26,10 @@ GAUGE_INTERVAL = 1.0
 
 def build_inventory() -> Any:
     """A started ``NodeInventory`` on a CoreV1Api from the in-cluster account, else kubeconfig."""
-    from webhook.discovery import NodeInventory
-    from webhook.labeller import build_core_api
+    from webhook.kube.client import core_api
+    from webhook.kube.inventory import NodeInventory
 
-    return NodeInventory(build_core_api()).start()
+    return NodeInventory(core_api()).start()
 
 
 class Discovery:

@@ -116,10 +116,6 @@ class CertificateReloader:
         assert self._context is not None
         return self._context
 
-    def check_now(self) -> None:
-        """Look at the files on the next ``context()`` call, whatever the interval."""
-        self._next_check = 0.0
-
     def _refresh(self, *, raise_errors: bool) -> None:
         self._next_check = self._clock() + self._interval
         try:

@@ -1,6 +1,6 @@
 """Read the node's GPU through NVML and turn it into the cloud's node labels.
 
-The labels are exactly the ones the lightweight-GPU cloud sets itself (see seed/SUMMARY.md):
+The labels are exactly the ones the lightweight-GPU cloud sets itself (see `../shared/seed/`):
 `aliyun.accelerator/nvidia_count`, `nvidia_mem` ("<MiB>MiB", as nvidia-smi prints it) and
 `nvidia_name` (the GPU name with spaces replaced by `-`).
 """
@@ -13,10 +13,8 @@ from dataclasses import dataclass
 
 import pynvml
 
-from webhook.policy import MEM_LABEL
+from webhook.api.names import COUNT_LABEL, MEM_LABEL, NAME_LABEL
 
-COUNT_LABEL = "aliyun.accelerator/nvidia_count"
-NAME_LABEL = "aliyun.accelerator/nvidia_name"
 LIBRARY = "libnvidia-ml.so.1"
 
 _ILLEGAL = re.compile(r"[^A-Za-z0-9_.-]")

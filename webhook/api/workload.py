@@ -36,6 +36,11 @@ def template_path(group: str | None, kind: object) -> tuple[str, ...] | None:
     return TEMPLATE_PATHS.get((group, kind))
 
 
+def as_map(value: Any) -> dict[str, Any]:
+    """`value` when it is a JSON object, else an empty one: user objects may hold anything."""
+    return value if isinstance(value, dict) else {}
+
+
 def dig(obj: Any, path: tuple[str, ...]) -> Any:
     """Follow `path` through nested mappings; None where anything is missing or not a mapping."""
     for key in path:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import argparse
 
-from .policy import PolicyError, load_policies
+from webhook.policy import PolicyError, load_policies
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from .policy import Profile
+from webhook.policy import Profile
 
 Constraints = dict[str, frozenset[str]]
 

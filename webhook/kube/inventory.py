@@ -19,8 +19,8 @@ from kubernetes import client, watch
 from kubernetes.client.exceptions import ApiException
 from urllib3.exceptions import HTTPError
 
-from webhook.nvml import NAME_LABEL
-from webhook.policy import MEM_LABEL, Profile, frozen_map
+from webhook.api.names import MEM_LABEL, NAME_LABEL
+from webhook.policy import Profile, frozen_map
 
 LOG = logging.getLogger(__name__)
 _MIB = re.compile(r"^(\d+)MiB$")

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from .yamldocs import YamlError, load_all
+from webhook.policy.yamldocs import YamlError, load_all
 
 
 class InputError(ValueError):

@@ -15,6 +15,8 @@ import math
 import re
 from decimal import Decimal
 
+from .text import shorten
+
 MIB = 1 << 20
 
 # <signedNumber><suffix>, suffix one of binarySI | decimalSI | decimalExponent.
@@ -34,12 +36,6 @@ _MAX_EXPONENT = 30
 
 class QuantityError(ValueError):
     """A value that is not a Kubernetes quantity, or one out of range."""
-
-
-def shorten(value: object, limit: int = 40) -> str:
-    """Render a user-supplied value for a message without echoing unbounded input."""
-    text = repr(value) if not isinstance(value, str) else value
-    return text if len(text) <= limit else text[: limit - 1] + "…"
 
 
 def parse(value: object) -> Decimal:

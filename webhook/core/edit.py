@@ -22,7 +22,7 @@ from collections.abc import Sequence
 from functools import lru_cache
 from typing import Any
 
-from .workload import pointer
+from webhook.api.workload import as_map, pointer
 
 # The decision edits the same few paths of every pod (resources of container i, the
 # nodeSelector, two annotations), so their pointers repeat from one review to the next.
@@ -96,7 +96,7 @@ class Editor:
 
     def remove(self, path: Path) -> None:
         """Remove a map member if present."""
-        if path[-1] not in _as_map(self.get(path[:-1])):
+        if path[-1] not in as_map(self.get(path[:-1])):
             return
         parent, live = self._own(path[:-1])
         del parent[path[-1]]
@@ -126,6 +126,3 @@ class Editor:
         if not isinstance(self.get(path), kind):
             self.set(path, kind())
 
-
-def _as_map(value: Any) -> dict:
-    return value if isinstance(value, dict) else {}

@@ -9,10 +9,11 @@ from __future__ import annotations
 
 from typing import Any, NamedTuple
 
-from . import quantity
-from .policy import GPU_RESOURCE, Policy
+from webhook.api import quantity
+from webhook.api.names import CONTAINER_ANNOTATION, GPU_RESOURCE
+from webhook.api.text import shorten
+from webhook.policy import Policy
 
-CONTAINER_ANNOTATION = "lwgpu.io/container"
 SECTIONS = ("initContainers", "containers")
 
 
@@ -39,7 +40,7 @@ class Ask(NamedTuple):
 
 def shorten_name(name: object) -> str:
     """A container name fit for a message."""
-    return quantity.shorten(name, 63)
+    return shorten(name, 63)
 
 
 def _maps(container: dict) -> tuple[dict, dict]:
@@ -60,8 +61,8 @@ def _value(limits: dict, requests: dict, resource: str, where: str) -> Any:
             same = limits[resource] == requests[resource]
         if not same:
             raise Refusal(
-                f"{where}.resources: limits[{resource}]={quantity.shorten(limits[resource])} and "
-                f"requests[{resource}]={quantity.shorten(requests[resource])} differ; "
+                f"{where}.resources: limits[{resource}]={shorten(limits[resource])} and "
+                f"requests[{resource}]={shorten(requests[resource])} differ; "
                 f"set the same value in both, or only in limits")
     return limits[resource] if resource in limits else requests.get(resource)
 
@@ -116,7 +117,7 @@ def _annotation_target(spec: dict, annotations: dict, prefix: str) -> tuple[str,
                 return section, index
     raise Refusal(
         f"{prefix}metadata.annotations[{CONTAINER_ANNOTATION}]: no container is named "
-        f"{quantity.shorten(wanted)!r}; name one of the pod's containers")
+        f"{shorten(wanted)!r}; name one of the pod's containers")
 
 
 def _annotation_memory(policy: Policy, annotations: dict, prefix: str) -> tuple[int, str] | None:
@@ -127,8 +128,8 @@ def _annotation_memory(policy: Policy, annotations: dict, prefix: str) -> tuple[
     where = f"{prefix}metadata.annotations[{key}]"
     try:
         if 0 < quantity.parse(raw) < quantity.MIB:
-            raise quantity.QuantityError(f"{quantity.shorten(raw)!r} is less than 1Mi (no unit?)")
-        return quantity.to_mib(raw), f"{key}={quantity.shorten(raw)}"
+            raise quantity.QuantityError(f"{shorten(raw)!r} is less than 1Mi (no unit?)")
+        return quantity.to_mib(raw), f"{key}={shorten(raw)}"
     except quantity.QuantityError as err:
         raise Refusal(f"{where}: {err}; write a quantity such as 2Gi or 1536Mi") from None
 
@@ -163,7 +164,7 @@ def read_asks(spec: dict, annotations: dict, policy: Policy, prefix: str) -> lis
                 except quantity.QuantityError as err:
                     raise Refusal(f"{where}.resources.limits[{resource}]: {err}; write the "
                                   f"GPU memory as a whole number, e.g. {resource}: 2") from None
-                source = f"{resource}={quantity.shorten(value)}"
+                source = f"{resource}={shorten(value)}"
             if by_annotation and target == (section, index):
                 if memory is not None and memory != by_annotation[0]:
                     raise Refusal(f"{where}.resources: asks {source} but the pod annotation asks "

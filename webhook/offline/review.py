@@ -14,12 +14,13 @@ from typing import Any
 
 import yaml
 
-from . import DEFAULT_POLICIES
-from .admission import KIND as REVIEW_KIND
-from .admission import BadReview, review
-from .decision import decide
+from webhook import DEFAULT_POLICIES
+from webhook.admission import KIND as REVIEW_KIND
+from webhook.admission import BadReview, review
+from webhook.core.decision import decide
+from webhook.policy import PolicyError, PolicySet, load_policies
+
 from .manifests import Document, InputError, read_documents
-from .policy import PolicyError, PolicySet, load_policies
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:

@@ -16,7 +16,7 @@ import threading
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
-from webhook.nvml import NvmlUnavailable, gpu_labels, read_gpu
+from webhook.node.nvml import NvmlUnavailable, gpu_labels, read_gpu
 
 MERGE_PATCH = "application/merge-patch+json"
 REQUEST_TIMEOUT_S = 10  # a hung API server must not hold the agent past SIGTERM for long
@@ -75,22 +75,6 @@ def run(core: client.CoreV1Api, node: str, labels: dict[str, str], interval: flo
             return EXIT_OK
 
 
-def build_core_api() -> client.CoreV1Api:
-    """A CoreV1Api from the in-cluster service account, else from kubeconfig."""
-    # Imported here: `python -m webhook serve` registers this command too, and the client
-    # would add ~50 MiB to every server process that never talks to the API.
-    from kubernetes import client, config
-
-    configuration = client.Configuration()
-    try:
-        config.load_incluster_config(client_configuration=configuration)
-    except config.ConfigException:
-        # the client reads $KUBECONFIG once at import; read it now, as kubectl does
-        config.load_kube_config(config_file=os.environ.get("KUBECONFIG"),
-                                client_configuration=configuration)
-    return client.CoreV1Api(client.ApiClient(configuration))
-
-
 def _interval(text: str) -> float:
     seconds = float(text)
     if seconds <= 0:
@@ -111,7 +95,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def execute(args: argparse.Namespace,
-            build: Callable[[], client.CoreV1Api] = build_core_api) -> int:
+            build: Callable[[], client.CoreV1Api] | None = None) -> int:
     """Run `label-node` for parsed arguments; returns the exit code."""
     def log(line: str) -> None:
         print(line, file=sys.stderr, flush=True)
@@ -128,12 +112,14 @@ def execute(args: argparse.Namespace,
     if not args.node:
         log("label-node: no node name: set NODE_NAME (downward API spec.nodeName) or --node")
         return EXIT_USAGE
-    from kubernetes.config import ConfigException
+    # Imported here: `python -m webhook serve` registers this command too, and the client
+    # would add ~50 MiB to every server process that never talks to the API.
+    from webhook.kube.client import KubeConfigError, core_api
 
     try:
-        core = build()
-    except ConfigException as exc:
-        log(f"label-node: no Kubernetes configuration (in-cluster or kubeconfig): {exc}")
+        core = (build or core_api)()
+    except KubeConfigError as exc:
+        log(f"label-node: {exc}")
         return EXIT_USAGE
     stop = threading.Event()
     if threading.current_thread() is not threading.main_thread():  # only it may take signals

@@ -7,31 +7,33 @@ an AdmissionReview response.
 
 from __future__ import annotations
 
-from typing import Any, NamedTuple
+from typing import Any, Literal, NamedTuple
 
-from . import quantity
+from webhook.api import quantity
+from webhook.api.names import FROM_ANNOTATION, GPU_RESOURCE, PROFILE_ANNOTATION, SKIP_ANNOTATION
+from webhook.api.text import WARNING_LIMIT, shorten
+from webhook.api.workload import as_map, dig, field_path, group_of, template_path
+from webhook.policy import Policy, Profile
+
 from .asks import Ask, Refusal, effective_gpus, pod_mentions_gpu, read_asks
 from .edit import Editor
 from .placement import admits, best_fit, constraints
-from .policy import GPU_RESOURCE, Policy, Profile
-from .workload import dig, field_path, group_of, template_path
 
-SKIP_ANNOTATION = "lwgpu.io/skip"
-PROFILE_ANNOTATION = "lwgpu.io/profile"
-FROM_ANNOTATION = "lwgpu.io/rewritten-from"
-WARNING_LIMIT = 120
+
+Outcome = Literal["skipped", "allowed", "mutated", "denied"]
 
 
 class Decision(NamedTuple):
     """What to do with one object.
 
     `outcome` is `skipped` (out of scope), `allowed` (in scope, nothing to change),
-    `mutated` (allowed after rewriting: `obj` is the new object) or `denied`.
+    `mutated` (allowed after rewriting: `obj` is the new object, `reason` says what
+    changed) or `denied` (`reason` is the refusal for the kubectl user).
     A named tuple, not a frozen dataclass: as immutable, and four times cheaper to
     build (one per review).
     """
 
-    outcome: str
+    outcome: Outcome
     obj: Any
     path: tuple[str, ...] = ()  # where the pod template sits; the only part that may change
     reason: str = ""
@@ -43,10 +45,6 @@ class Decision(NamedTuple):
     def allowed(self) -> bool:
         """False only for a denial."""
         return self.outcome != "denied"
-
-
-def _map(value: Any) -> dict:
-    return value if isinstance(value, dict) else {}
 
 
 def _skip(obj: Any, reason: str) -> Decision:
@@ -74,11 +72,11 @@ def decide(obj: Any, policy: Policy | None, *, operation: str = "CREATE",
     if policy is None:
         return _skip(obj, "namespace not governed by any policy")
     template = dig(obj, path) if path else obj
-    spec = _map(template).get("spec")
+    spec = as_map(template).get("spec")
     if not isinstance(spec, dict):
         return _skip(obj, "no pod spec")
-    annotations = _map(_map(template.get("metadata")).get("annotations"))
-    outer = _map(_map(obj.get("metadata")).get("annotations"))
+    annotations = as_map(as_map(template.get("metadata")).get("annotations"))
+    outer = as_map(as_map(obj.get("metadata")).get("annotations"))
     if "true" in (annotations.get(SKIP_ANNOTATION), outer.get(SKIP_ANNOTATION)):
         return _skip(obj, f"annotation {SKIP_ANNOTATION}: \"true\"")
     if not (policy.annotation in annotations or pod_mentions_gpu(spec, policy)):
@@ -123,8 +121,9 @@ def _decide_gpu_pod(obj: dict, path: tuple[str, ...], spec: dict, annotations: d
                 f"{biggest.source} ({memory}Mi); remove the selector or pin "
                 f"{best_fit(policy.profiles, memory).name}")
         if policy.when_no_profile_fits == "ignore":
-            return Decision("allowed", obj, path, warnings=(_fit(
-                f"lwgpu: {biggest.source} ({memory}Mi) fits no lightweight GPU; left unchanged"),))
+            return Decision("allowed", obj, path, warnings=(shorten(
+                f"lwgpu: {biggest.source} ({memory}Mi) fits no lightweight GPU; left unchanged",
+                WARNING_LIMIT),))
         raise Refusal(
             f"{prefix}spec.{biggest.section}[{biggest.index}].resources: {biggest.where} asks "
             f"{biggest.source} ({memory}Mi), more than the largest lightweight GPU "
@@ -137,11 +136,12 @@ def _decide_gpu_pod(obj: dict, path: tuple[str, ...], spec: dict, annotations: d
     node_name = spec.get("nodeName")
     if node_name:
         raise Refusal(
-            f"{prefix}spec.nodeName: the pod is bound to node {quantity.shorten(node_name)!r} "
+            f"{prefix}spec.nodeName: the pod is bound to node {shorten(node_name)!r} "
             f"but must be placed on lightweight GPU class {choice.name}; remove spec.nodeName")
-    warning = (f"lwgpu: {biggest.source} ({memory}Mi) -> {GPU_RESOURCE}=1 on {choice.name} "
-               f"({choice.selector_text})")
-    return Decision("mutated", edit.root, path, warnings=(_fit(warning),), profile=choice.name,
+    change = (f"{biggest.source} ({memory}Mi) -> {GPU_RESOURCE}=1 on {choice.name} "
+              f"({choice.selector_text})")
+    return Decision("mutated", edit.root, path, reason=change,
+                    warnings=(shorten(f"lwgpu: {change}", WARNING_LIMIT),), profile=choice.name,
                     patch=tuple(edit.ops))
 
 
@@ -169,16 +169,12 @@ def _at_most(ask: Ask, largest: Profile, policy: Policy) -> str:
 def _pinned_text(spec: dict, pinned: dict) -> str:
     selector = spec.get("nodeSelector") if isinstance(spec.get("nodeSelector"), dict) else {}
     return " and ".join(
-        f"nodeSelector {key}={quantity.shorten(selector[key])}" if key in selector
+        f"nodeSelector {key}={shorten(selector[key])}" if key in selector
         else f"{key} by required node affinity" for key in sorted(pinned))
 
 
 def _classes(profiles: tuple[Profile, ...]) -> str:
     return ", ".join(f"{p.name}: {p.selector_text}" for p in profiles[:8])
-
-
-def _fit(text: str) -> str:
-    return text if len(text) <= WARNING_LIMIT else text[: WARNING_LIMIT - 1] + "…"
 
 
 def _set_count(edit: Editor, held: Any, path: tuple, count: int) -> None:

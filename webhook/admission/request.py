@@ -1,0 +1,75 @@
+"""An untrusted body in, a checked `AdmissionRequest` out, or `BadReview` (HTTP 400)."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Final, cast
+
+from webhook.api.text import shorten
+
+from .types import AdmissionRequest
+
+API_VERSION: Final = "admission.k8s.io/v1"
+KIND: Final = "AdmissionReview"
+OPERATIONS = ("CREATE", "UPDATE", "DELETE", "CONNECT")
+NAME_LIMIT = 253  # a DNS subdomain, the longest object name Kubernetes accepts
+
+
+class BadReview(ValueError):
+    """The body is not an AdmissionReview we can answer (HTTP 400)."""
+
+
+def parse_request(body: object) -> AdmissionRequest:
+    """The `request` of a v1 AdmissionReview; raise `BadReview` for anything else.
+
+    Each check builds its message only when it fails: this runs once per review.
+    """
+    if not isinstance(body, dict):
+        raise BadReview("body must be a JSON object (an AdmissionReview)")
+    if body.get("apiVersion") != API_VERSION or body.get("kind") != KIND:
+        raise BadReview(
+            f"body must be an AdmissionReview of apiVersion {API_VERSION}, got "
+            f"apiVersion={shorten(body.get('apiVersion'))} kind={shorten(body.get('kind'))}"
+        )
+    request = body.get("request")
+    if not isinstance(request, dict):
+        raise BadReview("AdmissionReview.request must be an object")
+    uid = request.get("uid")
+    if not (isinstance(uid, str) and 0 < len(uid) <= 128):
+        raise BadReview("request.uid must be a string")
+    kind = request.get("kind")
+    if not (
+        isinstance(kind, dict)
+        and isinstance(kind.get("kind"), str)
+        and isinstance(kind.get("group", ""), str)
+    ):
+        raise BadReview("request.kind must be a GroupVersionKind")
+    if request.get("operation") not in OPERATIONS:
+        raise BadReview(f"request.operation must be one of {', '.join(OPERATIONS)}")
+    if not isinstance(request.get("namespace", ""), (str, type(None))):
+        raise BadReview("request.namespace must be a string")
+    return cast(AdmissionRequest, request)
+
+
+def request_of(body: object) -> Mapping[str, object]:
+    """`body["request"]` when the body has one, else an empty mapping (for logging bad bodies)."""
+    request = body.get("request") if isinstance(body, Mapping) else None
+    return request if isinstance(request, Mapping) else {}
+
+
+def _text(mapping: object, key: str) -> str:
+    value = mapping.get(key) if isinstance(mapping, Mapping) else None
+    return value if isinstance(value, str) else ""
+
+
+def object_name(request: Mapping[str, object]) -> str:
+    """`request.name`, else the object's `metadata.name`, else its `metadata.generateName`.
+
+    The apiserver sends an empty `request.name` for objects named by `generateName` (pods
+    of a ReplicaSet), so the prefix is the only name there is at admission time. Cut to
+    the longest name Kubernetes accepts: the body is untrusted.
+    """
+    obj = request.get("object")
+    metadata = obj.get("metadata") if isinstance(obj, Mapping) else None
+    name = _text(request, "name") or _text(metadata, "name") or _text(metadata, "generateName")
+    return shorten(name, NAME_LIMIT)

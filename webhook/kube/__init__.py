@@ -1,0 +1,6 @@
+"""Kubernetes API client code: the one client builder and the node inventory (list + watch).
+
+The only package that imports the `kubernetes` client at module level; callers import
+its modules lazily, because the client costs ~50 MiB of memory in every process.
+Imports: `webhook.policy`, `webhook.api`, `kubernetes`; never a shell above it.
+"""
