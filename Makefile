@@ -1,10 +1,11 @@
-# Two entry points: `make run` serves the webhook on loopback, `make test` runs every test.
-# Both create ./.venv and install the pinned requirements on first use.
+# `make run` serves the webhook on loopback, `make test` runs every test; `make lint`,
+# `make typecheck` and `make fmt` are the checks CI runs beside the tests (`make check`).
+# Each creates ./.venv and installs the pinned requirements on first use.
 PYTHON ?= python3
 VENV ?= .venv
 PY := $(VENV)/bin/python
 
-.PHONY: run test
+.PHONY: run test lint typecheck fmt check
 
 $(VENV)/.installed: requirements.txt requirements-dev.txt
 	$(PYTHON) -m venv $(VENV)
@@ -16,3 +17,18 @@ run: $(VENV)/.installed
 
 test: $(VENV)/.installed
 	$(PY) -m pytest -q
+
+# ruff (lint rules and formatting) and the import contract (the layers of webhook/).
+lint: $(VENV)/.installed
+	$(VENV)/bin/ruff check .
+	$(VENV)/bin/ruff format --check .
+	$(VENV)/bin/lint-imports
+
+typecheck: $(VENV)/.installed
+	$(VENV)/bin/mypy
+
+fmt: $(VENV)/.installed
+	$(VENV)/bin/ruff check --fix .
+	$(VENV)/bin/ruff format .
+
+check: lint typecheck test

@@ -100,7 +100,8 @@ def _serving_reasons(cert_set: CertSet, now: datetime, spec: Spec | None) -> lis
     reasons = []
     if due(cert, now):
         reasons.append(
-            f"serving certificate: less than a third of its lifetime left (expires {not_after_text(cert)})"
+            "serving certificate: less than a third of its lifetime left "
+            f"(expires {not_after_text(cert)})"
         )
     if cert_set.issuer_of_cert() != cert_set.ca:
         reasons.append("serving certificate: signed by an old CA, re-issue under the current one")

@@ -68,13 +68,15 @@ def bindings(obj: dict, old: dict | None, request: dict) -> dict:
     """The variables kube-apiserver binds for matchConditions: `object`, `oldObject` (null on
     CREATE) and `request`, the AdmissionRequest (its object and oldObject left out)."""
     bound = {k: v for k, v in request.items() if k not in ("object", "oldObject")}
-    return {"object": celpy.json_to_cel(as_apiserver_sees(obj)),
-            "oldObject": celpy.json_to_cel(old and as_apiserver_sees(old)),
-            "request": celpy.json_to_cel(bound)}
+    return {
+        "object": celpy.json_to_cel(as_apiserver_sees(obj)),
+        "oldObject": celpy.json_to_cel(old and as_apiserver_sees(old)),
+        "request": celpy.json_to_cel(bound),
+    }
 
 
 def match_conditions(conditions: list[dict], activation: dict) -> str | None:
-    """"skip" if a condition is false; else an error text if one did not give a bool (the
+    """ "skip" if a condition is false; else an error text if one did not give a bool (the
     apiserver then applies failurePolicy); else None: the webhook is called."""
     errors = []
     for condition in conditions:

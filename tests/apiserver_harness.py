@@ -108,15 +108,34 @@ class Webhook:
     def service(self) -> tuple[str, str]:
         """The `host:port` the apiserver dials, and the path with the timeout it appends."""
         svc = self.spec["clientConfig"]["service"]
-        return (f"{svc['name']}.{svc['namespace']}.svc:{svc.get('port', 443)}",
-                f"{svc.get('path', '/')}?timeout={self.spec.get('timeoutSeconds', 10)}s")
+        return (
+            f"{svc['name']}.{svc['namespace']}.svc:{svc.get('port', 443)}",
+            f"{svc.get('path', '/')}?timeout={self.spec.get('timeoutSeconds', 10)}s",
+        )
 
 
 def _apply_patch(obj: dict, ops: list) -> dict:
     """Apply an RFC 6902 patch with Kubernetes' own engine (`kubectl patch --local`)."""
-    done = subprocess.run(["kubectl", "patch", "--local", "--type", "json", "-f", "-", "-p",
-                           json.dumps(ops), "-o", "json"], input=json.dumps(obj),
-                          capture_output=True, text=True, timeout=30, check=False)
+    done = subprocess.run(
+        [
+            "kubectl",
+            "patch",
+            "--local",
+            "--type",
+            "json",
+            "-f",
+            "-",
+            "-p",
+            json.dumps(ops),
+            "-o",
+            "json",
+        ],
+        input=json.dumps(obj),
+        capture_output=True,
+        text=True,
+        timeout=30,
+        check=False,
+    )
     if done.returncode:
         raise _Refused(f"Internal error occurred: JSON patch failed: {done.stderr.strip()}")
     return json.loads(done.stdout)
@@ -150,7 +169,7 @@ class Apiserver:
         """A copy with another mutating webhook (in-process, always matching) after the others."""
         local = Webhook({"name": name, "reinvocationPolicy": "Never"}, True, local=patch)
         mutating = [h for h in self.webhooks if h.mutating]
-        return Apiserver([*mutating, local, *self.webhooks[len(mutating):]], self.routes)
+        return Apiserver([*mutating, local, *self.webhooks[len(mutating) :]], self.routes)
 
     def close(self) -> None:
         """Close every kept-alive connection."""
@@ -158,24 +177,44 @@ class Apiserver:
             conn.close()
         self.connections.clear()
 
-    def admit(self, obj: dict, namespace: str, namespace_labels: dict | None = None,
-              operation: str = "CREATE", old: dict | None = None, dry_run: bool = False) -> Result:
+    def admit(
+        self,
+        obj: dict,
+        namespace: str,
+        namespace_labels: dict | None = None,
+        operation: str = "CREATE",
+        old: dict | None = None,
+        dry_run: bool = False,
+    ) -> Result:
         """Admit `obj` as kube-apiserver's webhook admission plugins would; see the module doc."""
         obj = as_received(obj, namespace)
         gvk, gvr = resource_of(obj)
         built_in = "." not in gvk["group"] or gvk["group"].endswith(".k8s.io")
         if built_in and not schema_error(obj)[1]:  # a removed API version, e.g. apps/v1beta1
-            return Result(False, obj, f'no matches for kind "{gvk["kind"]}" '
-                                      f'in version "{obj["apiVersion"]}"')
+            return Result(
+                False, obj, f'no matches for kind "{gvk["kind"]}" in version "{obj["apiVersion"]}"'
+            )
         namespaced = obj["kind"] not in CLUSTER_KINDS
-        options = {"apiVersion": "meta.k8s.io/v1", "kind": OPTIONS.get(operation, "CreateOptions"),
-                   **({"dryRun": ["All"]} if dry_run else {})}
-        request = {"uid": "", "kind": gvk, "resource": gvr, "requestKind": gvk,
-                   "requestResource": gvr, "name": obj.get("metadata", {}).get("name", ""),
-                   "namespace": namespace if namespaced else "", "operation": operation,
-                   "userInfo": USER, "object": obj,
-                   "oldObject": old and as_received(old, namespace), "dryRun": dry_run,
-                   "options": options}
+        options = {
+            "apiVersion": "meta.k8s.io/v1",
+            "kind": OPTIONS.get(operation, "CreateOptions"),
+            **({"dryRun": ["All"]} if dry_run else {}),
+        }
+        request = {
+            "uid": "",
+            "kind": gvk,
+            "resource": gvr,
+            "requestKind": gvk,
+            "requestResource": gvr,
+            "name": obj.get("metadata", {}).get("name", ""),
+            "namespace": namespace if namespaced else "",
+            "operation": operation,
+            "userInfo": USER,
+            "object": obj,
+            "oldObject": old and as_received(old, namespace),
+            "dryRun": dry_run,
+            "options": options,
+        }
         labels = {**(namespace_labels or {}), "kubernetes.io/metadata.name": namespace}
         result = Result(True, obj)
         try:
@@ -198,21 +237,29 @@ class Apiserver:
         return result
 
     def _matches(self, hook: Webhook, request: dict, labels: dict) -> str | None:
-        """"skip", an error text (a matchCondition did not evaluate), or None: call it."""
+        """ "skip", an error text (a matchCondition did not evaluate), or None: call it."""
         obj, old, spec = request["object"], request["oldObject"], hook.spec
         namespaced = bool(request["namespace"])
         if hook.local:
             return None
-        if not any(rule_matches(r, request["resource"], request["operation"], namespaced)
-                   for r in spec.get("rules", [])):
+        if not any(
+            rule_matches(r, request["resource"], request["operation"], namespaced)
+            for r in spec.get("rules", [])
+        ):
             return "skip"
         # A cluster-scoped object other than a Namespace is never filtered by namespaceSelector.
         scope = labels if namespaced else obj.get("metadata", {}).get("labels", {})
         if (namespaced or obj["kind"] == "Namespace") and not selector_matches(
-                spec.get("namespaceSelector"), scope):
+            spec.get("namespaceSelector"), scope
+        ):
             return "skip"
-        if not any(selector_matches(spec.get("objectSelector"), (o.get("metadata") or {}).get(
-                "labels", {})) for o in (obj, old) if o):
+        if not any(
+            selector_matches(
+                spec.get("objectSelector"), (o.get("metadata") or {}).get("labels", {})
+            )
+            for o in (obj, old)
+            if o
+        ):
             return "skip"
         return match_conditions(spec.get("matchConditions", []), bindings(obj, old, request))
 
@@ -227,22 +274,28 @@ class Apiserver:
                 raise _Refused(f'admission webhook "{hook.name}" does not support dry run')
             result.calls.append(call)
             try:
-                answer = ({"allowed": True, "patch": hook.local(copy.deepcopy(request["object"]))}
-                          if hook.local else self._call(hook, {**request, "uid": call.uid}))
+                answer = (
+                    {"allowed": True, "patch": hook.local(copy.deepcopy(request["object"]))}
+                    if hook.local
+                    else self._call(hook, {**request, "uid": call.uid})
+                )
             except WebhookError as exc:
                 error = call.error = str(exc)
         if error:
             if hook.spec.get("failurePolicy", "Fail") == "Ignore":
                 return False
-            raise _Refused(f'Internal error occurred: failed calling webhook "{hook.name}": '
-                           f'{error}')
+            raise _Refused(
+                f'Internal error occurred: failed calling webhook "{hook.name}": {error}'
+            )
         call.allowed, call.patch = answer["allowed"], answer.get("patch") or None
         result.warnings += answer.get("warnings", [])
         if not call.allowed:  # the apiserver's webhookerrors.ToStatusErr wording
             status = answer.get("status") or {}
             reason = status.get("message") or status.get("reason")
-            raise _Refused(f'admission webhook "{hook.name}" denied the request'
-                           + (f": {reason}" if reason else " without explanation"))
+            raise _Refused(
+                f'admission webhook "{hook.name}" denied the request'
+                + (f": {reason}" if reason else " without explanation")
+            )
         before = request["object"]
         if call.patch:
             request["object"] = _apply_patch(before, call.patch)
@@ -254,10 +307,14 @@ class Apiserver:
         url = f'Post "https://{host}{path}"'
         if host not in self.routes:
             raise WebhookError(f"{url}: service {host} has no endpoints")
-        body = json.dumps({"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview",
-                           "request": request}).encode()
-        headers = {"Content-Type": "application/json", "Accept": "application/json, */*",
-                   "User-Agent": "kube-apiserver-admission"}
+        body = json.dumps(
+            {"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview", "request": request}
+        ).encode()
+        headers = {
+            "Content-Type": "application/json",
+            "Accept": "application/json, */*",
+            "User-Agent": "kube-apiserver-admission",
+        }
         for attempt in (1, 2):
             conn = self._connection(hook, host)
             reused = conn.sock is not None
@@ -283,8 +340,9 @@ class Apiserver:
                 assert answer.get("patchType") == "JSONPatch", "patchType must be JSONPatch"
                 answer = {**answer, "patch": json.loads(base64.b64decode(answer["patch"]))}
         except (ValueError, KeyError, TypeError, AssertionError) as exc:
-            raise WebhookError(f"received invalid webhook response: {exc!r}: {data[:300]!r}") \
-                from None
+            raise WebhookError(
+                f"received invalid webhook response: {exc!r}: {data[:300]!r}"
+            ) from None
         return answer
 
     def _connection(self, hook: Webhook, host: str) -> Connection:
@@ -294,7 +352,10 @@ class Apiserver:
             context.minimum_version = ssl.TLSVersion.TLSv1_2
             if bundle := hook.spec["clientConfig"].get("caBundle"):
                 context.load_verify_locations(cadata=base64.b64decode(bundle).decode())
-            self.connections[hook.name] = Connection(self.routes[host], context,
-                                                     host.rsplit(":", 1)[0],
-                                                     hook.spec.get("timeoutSeconds", 10))
+            self.connections[hook.name] = Connection(
+                self.routes[host],
+                context,
+                host.rsplit(":", 1)[0],
+                hook.spec.get("timeoutSeconds", 10),
+            )
         return self.connections[hook.name]

@@ -34,20 +34,33 @@ class HarnessError(Exception):
 
 def render(target: Path = REPO / "deploy") -> list[dict]:
     """The objects `kubectl kustomize <target>` renders (what `kubectl apply -k` installs)."""
-    out = subprocess.run(["kubectl", "kustomize", str(target)], check=True, capture_output=True,
-                         text=True, timeout=60).stdout
+    out = subprocess.run(
+        ["kubectl", "kustomize", str(target)],
+        check=True,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    ).stdout
     return [doc for doc in yaml.safe_load_all(out) if doc]
 
 
 def _backend(objects: list[dict], service: dict) -> tuple[dict, dict, int]:
     """The Deployment, container and containerPort behind the webhooks' Service port."""
-    [svc] = [o for o in objects if o["kind"] == "Service"
-             and o["metadata"]["name"] == service["name"]
-             and o["metadata"].get("namespace") == service["namespace"]]
+    [svc] = [
+        o
+        for o in objects
+        if o["kind"] == "Service"
+        and o["metadata"]["name"] == service["name"]
+        and o["metadata"].get("namespace") == service["namespace"]
+    ]
     [port] = [p for p in svc["spec"]["ports"] if p["port"] == service.get("port", 443)]
     selector = {"matchLabels": svc["spec"]["selector"]}
-    [deployment] = [o for o in objects if o["kind"] == "Deployment" and selector_matches(
-        selector, o["spec"]["template"]["metadata"].get("labels", {}))]
+    [deployment] = [
+        o
+        for o in objects
+        if o["kind"] == "Deployment"
+        and selector_matches(selector, o["spec"]["template"]["metadata"].get("labels", {}))
+    ]
     target = port.get("targetPort", port["port"])
     for container in deployment["spec"]["template"]["spec"]["containers"]:
         for cport in container.get("ports", []):
@@ -56,8 +69,9 @@ def _backend(objects: list[dict], service: dict) -> tuple[dict, dict, int]:
     raise HarnessError(f"Service {service['name']}:{port['port']}: no container port {target!r}")
 
 
-def _mounts(deployment: dict, container: dict, objects: list[dict],
-            workdir: Path) -> dict[str, Path]:
+def _mounts(
+    deployment: dict, container: dict, objects: list[dict], workdir: Path
+) -> dict[str, Path]:
     """mountPath -> a local folder with what the kubelet would mount there (Secret: workdir/tls)."""
     volumes = {v["name"]: v for v in deployment["spec"]["template"]["spec"].get("volumes", [])}
     mounts = {}
@@ -66,8 +80,11 @@ def _mounts(deployment: dict, container: dict, objects: list[dict],
         if "secret" in volume:  # the serving certificate, made by `certs generate` below
             mounts[mount["mountPath"]] = workdir / "tls"
         elif "configMap" in volume:
-            [config] = [o for o in objects if o["kind"] == "ConfigMap"
-                        and o["metadata"]["name"] == volume["configMap"]["name"]]
+            [config] = [
+                o
+                for o in objects
+                if o["kind"] == "ConfigMap" and o["metadata"]["name"] == volume["configMap"]["name"]
+            ]
             folder.mkdir()
             for key, text in config.get("data", {}).items():
                 (folder / key).write_text(text)
@@ -82,8 +99,9 @@ def serve_command(container: dict, mounts: dict[str, Path], port: int, declared:
     args = list(container["args"])
     for index, (flag, value) in enumerate(itertools.pairwise(args)):
         if flag == "--port" and int(value) != declared:
-            raise HarnessError(f"--port {value} is not the containerPort {declared} that the "
-                               "Service targets")
+            raise HarnessError(
+                f"--port {value} is not the containerPort {declared} that the Service targets"
+            )
         if flag in ("--host", "--port"):
             args[index + 1] = "127.0.0.1" if flag == "--host" else str(port)
         elif value.startswith("/"):
@@ -97,19 +115,38 @@ def serve_command(container: dict, mounts: dict[str, Path], port: int, declared:
 def running(workdir: Path, target: Path = REPO / "deploy") -> Iterator[tuple[Apiserver, Server]]:
     """Render `target`, make certificates, start the real server; yield the dispatcher and it."""
     objects = render(target)
-    configs = sorted((o for o in objects if o["kind"].endswith("WebhookConfiguration")),
-                     key=lambda o: (not o["kind"].startswith("Mutating"), o["metadata"]["name"]))
-    webhooks = [Webhook(copy.deepcopy(spec), c["kind"].startswith("Mutating"))
-                for c in configs for spec in c["webhooks"]]
+    configs = sorted(
+        (o for o in objects if o["kind"].endswith("WebhookConfiguration")),
+        key=lambda o: (not o["kind"].startswith("Mutating"), o["metadata"]["name"]),
+    )
+    webhooks = [
+        Webhook(copy.deepcopy(spec), c["kind"].startswith("Mutating"))
+        for c in configs
+        for spec in c["webhooks"]
+    ]
     services = {json.dumps(h.spec["clientConfig"]["service"] | {"path": ""}) for h in webhooks}
     if len(services) != 1:
         raise HarnessError(f"the webhooks should call one Service port, not {services}")
     service = webhooks[0].spec["clientConfig"]["service"]
     deployment, container, declared = _backend(objects, service)
     bundle = subprocess.run(
-        [sys.executable, "-m", "certs", "generate", "--service", service["name"],
-         "--namespace", service["namespace"], "--out", str(workdir / "tls")],
-        cwd=REPO, check=True, capture_output=True, text=True).stdout.split()[-1]
+        [
+            sys.executable,
+            "-m",
+            "certs",
+            "generate",
+            "--service",
+            service["name"],
+            "--namespace",
+            service["namespace"],
+            "--out",
+            str(workdir / "tls"),
+        ],
+        cwd=REPO,
+        check=True,
+        capture_output=True,
+        text=True,
+    ).stdout.split()[-1]
     for hook in webhooks:
         hook.spec["clientConfig"]["caBundle"] = bundle  # what the lwgpu-certs Job patches in
     port = free_port()

@@ -13,8 +13,17 @@ import kubernetes_validate
 from tests.apiserver_cel import as_apiserver_sees
 
 K8S_VERSION = kubernetes_validate.latest_version()
-CLUSTER_KINDS = {"Namespace", "Node", "PersistentVolume", "ClusterRole", "ClusterRoleBinding",
-                 "StorageClass", "PriorityClass", "RuntimeClass", "CustomResourceDefinition"}
+CLUSTER_KINDS = {
+    "Namespace",
+    "Node",
+    "PersistentVolume",
+    "ClusterRole",
+    "ClusterRoleBinding",
+    "StorageClass",
+    "PriorityClass",
+    "RuntimeClass",
+    "CustomResourceDefinition",
+}
 
 
 def as_received(obj: dict, namespace: str) -> dict:
@@ -29,33 +38,48 @@ def resource_of(obj: dict) -> tuple[dict, dict]:
     """GroupVersionKind and GroupVersionResource (plural as meta.UnsafeGuessKindToResource)."""
     group, _, version = obj["apiVersion"].rpartition("/")
     kind = obj["kind"].lower()
-    plural = (kind + "es" if kind.endswith("s") else kind[:-1] + "ies" if kind.endswith("y")
-              else kind + "s")
-    return ({"group": group, "version": version, "kind": obj["kind"]},
-            {"group": group, "version": version, "resource": plural})
+    plural = (
+        kind + "es"
+        if kind.endswith("s")
+        else kind[:-1] + "ies"
+        if kind.endswith("y")
+        else kind + "s"
+    )
+    return (
+        {"group": group, "version": version, "kind": obj["kind"]},
+        {"group": group, "version": version, "resource": plural},
+    )
 
 
 def selector_matches(selector: dict | None, labels: dict) -> bool:
     """A metav1.LabelSelector against labels; an absent or empty selector matches everything."""
     selector = selector or {}
-    tests = {"In": lambda e: labels.get(e["key"]) in e["values"],
-             "NotIn": lambda e: labels.get(e["key"]) not in e["values"],
-             "Exists": lambda e: e["key"] in labels,
-             "DoesNotExist": lambda e: e["key"] not in labels}
-    return (all(labels.get(k) == v for k, v in (selector.get("matchLabels") or {}).items())
-            and all(tests[e["operator"]](e) for e in selector.get("matchExpressions") or []))
+    tests = {
+        "In": lambda e: labels.get(e["key"]) in e["values"],
+        "NotIn": lambda e: labels.get(e["key"]) not in e["values"],
+        "Exists": lambda e: e["key"] in labels,
+        "DoesNotExist": lambda e: e["key"] not in labels,
+    }
+    return all(labels.get(k) == v for k, v in (selector.get("matchLabels") or {}).items()) and all(
+        tests[e["operator"]](e) for e in selector.get("matchExpressions") or []
+    )
 
 
 def rule_matches(rule: dict, gvr: dict, operation: str, namespaced: bool) -> bool:
     """One RuleWithOperations, as the apiserver's webhook rule matcher (no subresource here)."""
+
     def has(key, value):
         return bool({"*", value} & set(rule.get(key, [])))
-    resources = [(r.split("/", 1) + [""])[:2] for r in rule.get("resources", [])]
+
+    resources = [([*r.split("/", 1), ""])[:2] for r in rule.get("resources", [])]
     scope = rule.get("scope", "*")
-    return (has("operations", operation) and has("apiGroups", gvr["group"])
-            and has("apiVersions", gvr["version"])
-            and any(r in ("*", gvr["resource"]) and s in ("*", "") for r, s in resources)
-            and (scope == "*" or (scope == "Namespaced") == namespaced))
+    return (
+        has("operations", operation)
+        and has("apiGroups", gvr["group"])
+        and has("apiVersions", gvr["version"])
+        and any(r in ("*", gvr["resource"]) and s in ("*", "") for r, s in resources)
+        and (scope == "*" or (scope == "Namespaced") == namespaced)
+    )
 
 
 def schema_error(obj: dict) -> tuple[str | None, bool]:

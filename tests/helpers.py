@@ -19,9 +19,9 @@ from pathlib import Path
 from typing import Any
 
 from webhook import DEFAULT_POLICIES, cli
+from webhook.api.workload import TEMPLATE_PATHS
 from webhook.offline.manifests import Document, read_documents
 from webhook.policy import Policy, PolicyError, PolicySet, load_documents, load_policies
-from webhook.api.workload import TEMPLATE_PATHS
 
 REPO = Path(__file__).resolve().parents[1]
 CORPUS = Path(__file__).resolve().parents[2] / "shared" / "corpus"
@@ -92,19 +92,31 @@ def tainted_policy() -> Policy:
     return policy_from_yaml(TAINTED_POLICY_YAML)
 
 
-def container(name: str = "cuda", limits: dict | None = None, requests: dict | None = None,
-              **extra: Any) -> dict:
+def container(
+    name: str = "cuda", limits: dict | None = None, requests: dict | None = None, **extra: Any
+) -> dict:
     """A container; `limits`/`requests` go under `resources` only when given."""
     resources = {k: v for k, v in (("limits", limits), ("requests", requests)) if v is not None}
-    return {"name": name, "image": "nvidia/cuda:12.4.1-base-ubuntu22.04",
-            **({"resources": resources} if resources else {}), **extra}
+    return {
+        "name": name,
+        "image": "nvidia/cuda:12.4.1-base-ubuntu22.04",
+        **({"resources": resources} if resources else {}),
+        **extra,
+    }
 
 
-def pod(*containers: dict, init: tuple[dict, ...] = (), annotations: dict | None = None,
-        node_selector: dict | None = None, name: str = "gpu", **spec: Any) -> dict:
+def pod(
+    *containers: dict,
+    init: tuple[dict, ...] = (),
+    annotations: dict | None = None,
+    node_selector: dict | None = None,
+    name: str = "gpu",
+    **spec: Any,
+) -> dict:
     """A Pod manifest; with no containers it gets one asking `aliyun.com/gpu-mem: 2`."""
     body: dict[str, Any] = {
-        "containers": list(containers) or [container(limits={"aliyun.com/gpu-mem": 2})]}
+        "containers": list(containers) or [container(limits={"aliyun.com/gpu-mem": 2})]
+    }
     if init:
         body["initContainers"] = list(init)
     if node_selector is not None:
@@ -124,8 +136,10 @@ def workload(api_version: str, kind: str, template_pod: dict, name: str = "gpu")
     template["metadata"] = {k: v for k, v in template.get("metadata", {}).items() if k != "name"}
     selector = {"matchLabels": {"app": name}}
     if kind == "CronJob":
-        spec: dict[str, Any] = {"schedule": "*/5 * * * *",
-                                "jobTemplate": {"spec": {"template": template}}}
+        spec: dict[str, Any] = {
+            "schedule": "*/5 * * * *",
+            "jobTemplate": {"spec": {"template": template}},
+        }
     elif kind == "ReplicationController":
         spec = {"selector": {"app": name}, "template": template}
     elif kind == "Job":
@@ -137,20 +151,29 @@ def workload(api_version: str, kind: str, template_pod: dict, name: str = "gpu")
     return {"apiVersion": api_version, "kind": kind, "metadata": {"name": name}, "spec": spec}
 
 
-def admission_review(obj: Any, *, operation: str = "CREATE", namespace: str = "default",
-                     uid: str | None = None, dry_run: bool = False) -> dict:
+def admission_review(
+    obj: Any,
+    *,
+    operation: str = "CREATE",
+    namespace: str = "default",
+    uid: str | None = None,
+    dry_run: bool = False,
+) -> dict:
     """An `admission.k8s.io/v1` AdmissionReview request for `obj`, as the apiserver sends it."""
     api_version = obj.get("apiVersion", "v1") if isinstance(obj, dict) else "v1"
     kind = obj.get("kind", "Pod") if isinstance(obj, dict) else "Pod"
     group, _, version = str(api_version).rpartition("/")
-    request = {"uid": uid or str(uuid.uuid4()),
-               "kind": {"group": group, "version": version, "kind": kind},
-               "resource": {"group": group, "version": version,
-                            "resource": str(kind).lower() + "s"},
-               "namespace": namespace, "operation": operation,
-               "userInfo": {"username": "kubernetes-admin"},
-               "object": obj, "oldObject": obj if operation == "UPDATE" else None,
-               "dryRun": dry_run}
+    request = {
+        "uid": uid or str(uuid.uuid4()),
+        "kind": {"group": group, "version": version, "kind": kind},
+        "resource": {"group": group, "version": version, "resource": str(kind).lower() + "s"},
+        "namespace": namespace,
+        "operation": operation,
+        "userInfo": {"username": "kubernetes-admin"},
+        "object": obj,
+        "oldObject": obj if operation == "UPDATE" else None,
+        "dryRun": dry_run,
+    }
     return {"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview", "request": request}
 
 
@@ -179,8 +202,12 @@ def check_golden(path: Path, actual: str) -> None:
     assert path.exists(), f"{path} is missing; run with {UPDATE_GOLDEN}=1 to create it"
     expected = path.read_text(encoding="utf-8")
     # helpers is not a test module, so pytest does not rewrite this assert: show the diff here.
-    diff = "".join(difflib.unified_diff(expected.splitlines(True), actual.splitlines(True),
-                                        str(path.name), "actual", n=1))
+    diff = "".join(
+        difflib.unified_diff(
+            expected.splitlines(True), actual.splitlines(True), str(path.name), "actual", n=1
+        )
+    )
     assert actual == expected, (
         f"{path.name} differs; review the change, then run with {UPDATE_GOLDEN}=1 to accept "
-        f"it:\n{diff[:6000]}")
+        f"it:\n{diff[:6000]}"
+    )

@@ -27,13 +27,16 @@ import kubernetes.client
 
 from tests.kubeapi_store import RESOURCES, ApiError, Store, decode, not_found, qualified, written
 
-_PATH = re.compile(r"^/(?:api/(?P<core>v1)|apis/(?P<group>[^/]+/[^/]+))"
-                   r"(?:/namespaces/(?P<ns>[^/]+))?/(?P<plural>[^/]+)(?:/(?P<name>[^/]+))?/?$")
+_PATH = re.compile(
+    r"^/(?:api/(?P<core>v1)|apis/(?P<group>[^/]+/[^/]+))"
+    r"(?:/namespaces/(?P<ns>[^/]+))?/(?P<plural>[^/]+)(?:/(?P<name>[^/]+))?/?$"
+)
 
 
 @dataclass(frozen=True)
 class RecordedRequest:
     """One request as the double received it."""
+
     method: str
     path: str
     query: dict
@@ -54,6 +57,7 @@ def wait_for(predicate, seconds: float = 10.0):
 
 class _Handler(BaseHTTPRequestHandler):
     """Routes each HTTP request to the owning `KubeAPIDouble`."""
+
     protocol_version = "HTTP/1.1"  # keep-alive and chunked watches, like the real apiserver
     # Headers and body go out as two writes; with Nagle on, the second waits for the client's
     # delayed ACK of the first (~40 ms a request on Linux loopback).
@@ -123,11 +127,14 @@ class KubeAPIDouble:
 
     def write_kubeconfig(self, path) -> str:
         """Write a kubeconfig file that points at this double; returns its path."""
-        config = {"apiVersion": "v1", "kind": "Config", "current-context": "double",
-                  "clusters": [{"name": "double", "cluster": {"server": self.url}}],
-                  "users": [{"name": "double", "user": {}}],
-                  "contexts": [{"name": "double",
-                                "context": {"cluster": "double", "user": "double"}}]}
+        config = {
+            "apiVersion": "v1",
+            "kind": "Config",
+            "current-context": "double",
+            "clusters": [{"name": "double", "cluster": {"server": self.url}}],
+            "users": [{"name": "double", "user": {}}],
+            "contexts": [{"name": "double", "context": {"cluster": "double", "user": "double"}}],
+        }
         with open(path, "w", encoding="utf-8") as fh:
             json.dump(config, fh)
         return str(path)
@@ -143,16 +150,23 @@ class KubeAPIDouble:
     def get(self, api_version: str, kind: str, name: str, namespace: str | None = None):
         """The stored object, or None."""
         with self._cond:
-            return copy.deepcopy(self._store.objects.get(
-                Store.key(api_version, kind, name, namespace)))
+            return copy.deepcopy(
+                self._store.objects.get(Store.key(api_version, kind, name, namespace))
+            )
 
     def delete(self, api_version: str, kind: str, name: str, namespace: str | None = None) -> None:
         """Remove a stored object (KeyError if absent), emitting a DELETED watch event."""
         with self._cond:
             self._store.remove(Store.key(api_version, kind, name, namespace))
 
-    def inject(self, method: str, path_regex: str, status: int, times: int = 1,
-               reason: str = "InternalError") -> None:
+    def inject(
+        self,
+        method: str,
+        path_regex: str,
+        status: int,
+        times: int = 1,
+        reason: str = "InternalError",
+    ) -> None:
         """Answer the next `times` requests matching method ("*" for any) and path with a Status."""
         with self._cond:
             self._injections.append([method.upper(), re.compile(path_regex), status, times, reason])
@@ -211,18 +225,26 @@ class KubeAPIDouble:
                 obj = decode(body, dict)
                 meta = obj.setdefault("metadata", {})
                 if meta.get("namespace", ns) != ns:
-                    raise ApiError(400, "BadRequest", "the namespace of the provided object does "
-                                   "not match the namespace sent on the request")
+                    raise ApiError(
+                        400,
+                        "BadRequest",
+                        "the namespace of the provided object does "
+                        "not match the namespace sent on the request",
+                    )
                 if not meta.get("name") and meta.get("generateName"):
                     meta["name"] = meta["generateName"] + uuid.uuid4().hex[:5]
                 key = (gv, plural, ns, meta.get("name"))
                 if not key[3]:
-                    raise ApiError(422, "Invalid",
-                                   "metadata.name: Required value: name is required")
+                    raise ApiError(
+                        422, "Invalid", "metadata.name: Required value: name is required"
+                    )
                 if key in self._store.objects:
-                    raise ApiError(409, "AlreadyExists",
-                                   f'{qualified(gv, plural)} "{key[3]}" already exists',
-                                   {"name": key[3], "kind": plural})
+                    raise ApiError(
+                        409,
+                        "AlreadyExists",
+                        f'{qualified(gv, plural)} "{key[3]}" already exists',
+                        {"name": key[3], "kind": plural},
+                    )
                 return 201, copy.deepcopy(obj if dry else self._store.put(key, obj, None))
             key = (gv, plural, ns, name)
             if name is None or key not in self._store.objects:
@@ -232,20 +254,32 @@ class KubeAPIDouble:
                 return 200, copy.deepcopy(old)
             if method == "DELETE":
                 gone = old if dry else self._store.remove(key)
-                return 200, {"kind": "Status", "apiVersion": "v1", "metadata": {},
-                             "status": "Success", "details": {"name": name, "kind": plural,
-                                                               "uid": gone["metadata"]["uid"]}}
+                return 200, {
+                    "kind": "Status",
+                    "apiVersion": "v1",
+                    "metadata": {},
+                    "status": "Success",
+                    "details": {"name": name, "kind": plural, "uid": gone["metadata"]["uid"]},
+                }
             new = written(method, old, ctype, body)
             if new["metadata"].get("name", name) != name:
-                raise ApiError(400, "BadRequest", "the name of the object "
-                               f"({new['metadata']['name']}) does not match the name on the URL "
-                               f"({name})")
+                raise ApiError(
+                    400,
+                    "BadRequest",
+                    "the name of the object "
+                    f"({new['metadata']['name']}) does not match the name on the URL "
+                    f"({name})",
+                )
             wanted = new["metadata"].get("resourceVersion")
             if wanted and wanted != old["metadata"]["resourceVersion"]:
-                raise ApiError(409, "Conflict", f'Operation cannot be fulfilled on '
-                               f'{qualified(gv, plural)} "{name}": the object has been modified; '
-                               "please apply your changes to the latest version and try again",
-                               {"name": name, "kind": plural})
+                raise ApiError(
+                    409,
+                    "Conflict",
+                    f"Operation cannot be fulfilled on "
+                    f'{qualified(gv, plural)} "{name}": the object has been modified; '
+                    "please apply your changes to the latest version and try again",
+                    {"name": name, "kind": plural},
+                )
             return 200, copy.deepcopy(new if dry else self._store.put(key, new, old))
 
     def _watch(self, handler: _Handler, gv, plural, ns, query):
@@ -282,5 +316,4 @@ class KubeAPIDouble:
     def _woken(self, cursor: int, outages: int) -> bool:
         """A watch waiting after `cursor` has something to do (callers hold self._cond)."""
         events = self._store.events
-        return (self._stopped or self._outages != outages
-                or bool(events and events[-1][0] > cursor))
+        return self._stopped or self._outages != outages or bool(events and events[-1][0] > cursor)

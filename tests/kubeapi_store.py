@@ -20,18 +20,24 @@ RESOURCES = {
     ("v1", "secrets"): ("Secret", True),
     ("v1", "configmaps"): ("ConfigMap", True),
     ("v1", "nodes"): ("Node", False),
-    ("admissionregistration.k8s.io/v1", "mutatingwebhookconfigurations"):
-        ("MutatingWebhookConfiguration", False),
-    ("admissionregistration.k8s.io/v1", "validatingwebhookconfigurations"):
-        ("ValidatingWebhookConfiguration", False),
+    ("admissionregistration.k8s.io/v1", "mutatingwebhookconfigurations"): (
+        "MutatingWebhookConfiguration",
+        False,
+    ),
+    ("admissionregistration.k8s.io/v1", "validatingwebhookconfigurations"): (
+        "ValidatingWebhookConfiguration",
+        False,
+    ),
 }
 # (apiVersion, kind) -> plural
 PLURALS = {(gv, kind): plural for (gv, plural), (kind, _) in RESOURCES.items()}
 # Strategic merge patch merges these lists item by item (the Go types' patchMergeKey).
 _MERGE_KEYS = {"webhooks": "name"}
-_SELECTOR = re.compile(r"^\s*(?P<neg>!?)\s*(?P<key>[\w./-]+)\s*"
-                       r"(?:(?P<op>==|=|!=)\s*(?P<val>[\w.-]*)"
-                       r"|\s+(?P<set>in|notin)\s*\((?P<vals>[^)]*)\))?\s*$")
+_SELECTOR = re.compile(
+    r"^\s*(?P<neg>!?)\s*(?P<key>[\w./-]+)\s*"
+    r"(?:(?P<op>==|=|!=)\s*(?P<val>[\w.-]*)"
+    r"|\s+(?P<set>in|notin)\s*\((?P<vals>[^)]*)\))?\s*$"
+)
 
 
 class ApiError(Exception):
@@ -43,9 +49,16 @@ class ApiError(Exception):
 
     def status(self) -> dict:
         """The Status object the real apiserver would send."""
-        return {"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Failure",
-                "message": str(self), "reason": self.reason, "details": self.details,
-                "code": self.code}
+        return {
+            "kind": "Status",
+            "apiVersion": "v1",
+            "metadata": {},
+            "status": "Failure",
+            "message": str(self),
+            "reason": self.reason,
+            "details": self.details,
+            "code": self.code,
+        }
 
 
 def qualified(gv: str, plural: str) -> str:
@@ -96,8 +109,9 @@ def merge_patch(target, patch, strategic: bool = False):
         have = result.get(key)
         if value is None:
             result.pop(key, None)
-        elif strategic and key in _MERGE_KEYS and isinstance(value, list) \
-                and isinstance(have, list):
+        elif (
+            strategic and key in _MERGE_KEYS and isinstance(value, list) and isinstance(have, list)
+        ):
             mk = _MERGE_KEYS[key]
             merged = {item.get(mk): item for item in have}
             for item in value:
@@ -133,9 +147,13 @@ def written(method: str, old: dict, content_type: str | None, body: bytes | None
             raise ApiError(422, "Invalid", f"the server rejected our request: {err}") from err
     if mime in ("application/merge-patch+json", "application/strategic-merge-patch+json"):
         return merge_patch(old, decode(body, dict), mime.startswith("application/strat"))
-    raise ApiError(415, "UnsupportedMediaType", "the body of the request was in an unknown "
-                   "format - accepted media types include: application/json-patch+json, "
-                   "application/merge-patch+json, application/strategic-merge-patch+json")
+    raise ApiError(
+        415,
+        "UnsupportedMediaType",
+        "the body of the request was in an unknown "
+        "format - accepted media types include: application/json-patch+json, "
+        "application/merge-patch+json, application/strategic-merge-patch+json",
+    )
 
 
 class Store:
@@ -163,15 +181,16 @@ class Store:
         meta = obj.setdefault("metadata", {})
         meta.update(name=name, **({"namespace": ns} if ns else {}))
         if old is not None:
-            meta.update(uid=old["metadata"]["uid"],
-                        creationTimestamp=old["metadata"]["creationTimestamp"],
-                        resourceVersion=old["metadata"]["resourceVersion"])
+            meta.update(
+                uid=old["metadata"]["uid"],
+                creationTimestamp=old["metadata"]["creationTimestamp"],
+                resourceVersion=old["metadata"]["resourceVersion"],
+            )
             if obj == old:  # a no-op write keeps the resourceVersion and emits no event
                 return old
         else:
             meta.setdefault("uid", str(uuid.uuid4()))
-            meta.setdefault("creationTimestamp",
-                            datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ"))
+            meta.setdefault("creationTimestamp", datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ"))
         self.rv += 1
         meta["resourceVersion"] = str(self.rv)
         self.objects[key] = obj
@@ -200,27 +219,43 @@ class Store:
         """A predicate (key, object) for the collection and selectors of a list or watch."""
         labels = parse_selector(query.get("labelSelector", ""))
         fields = parse_selector(query.get("fieldSelector", ""), fields=True)
-        return lambda key, obj: (key[:2] == (gv, plural) and (not ns or key[2] == ns)
-                                 and labels(obj) and fields(obj))
+        return lambda key, obj: (
+            key[:2] == (gv, plural) and (not ns or key[2] == ns) and labels(obj) and fields(obj)
+        )
 
     def collection(self, gv: str, plural: str, ns: str, query: dict) -> dict:
         """The `<Kind>List` a GET of the collection answers."""
         match = self.matcher(gv, plural, ns, query)
         # typed lists carry no kind/apiVersion on their items, as on the real apiserver
-        items = [{k: v for k, v in copy.deepcopy(obj).items() if k not in ("kind", "apiVersion")}
-                 for key, obj in sorted(self.objects.items()) if match(key, obj)]
-        return {"kind": RESOURCES[(gv, plural)][0] + "List", "apiVersion": gv,
-                "metadata": {"resourceVersion": str(self.rv)}, "items": items}
+        items = [
+            {k: v for k, v in copy.deepcopy(obj).items() if k not in ("kind", "apiVersion")}
+            for key, obj in sorted(self.objects.items())
+            if match(key, obj)
+        ]
+        return {
+            "kind": RESOURCES[(gv, plural)][0] + "List",
+            "apiVersion": gv,
+            "metadata": {"resourceVersion": str(self.rv)},
+            "items": items,
+        }
 
     def watch_start(self, since: str, match) -> tuple[list[dict], int | None]:
         """(first events, cursor) of a watch from resourceVersion `since`; cursor None: it ends."""
         if since in ("", "0"):  # "most recent": synthetic ADDED events for the current state
-            return [{"type": "ADDED", "object": copy.deepcopy(obj)}
-                    for key, obj in sorted(self.objects.items()) if match(key, obj)], self.rv
+            return [
+                {"type": "ADDED", "object": copy.deepcopy(obj)}
+                for key, obj in sorted(self.objects.items())
+                if match(key, obj)
+            ], self.rv
         if int(since) < self.compacted:
-            return [{"type": "ERROR", "object": ApiError(
-                410, "Expired", f"too old resource version: {since} ({self.compacted})"
-            ).status()}], None
+            return [
+                {
+                    "type": "ERROR",
+                    "object": ApiError(
+                        410, "Expired", f"too old resource version: {since} ({self.compacted})"
+                    ).status(),
+                }
+            ], None
         return [], int(since)
 
     def changes(self, cursor: int, match) -> tuple[list[dict], int]:

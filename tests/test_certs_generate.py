@@ -97,7 +97,17 @@ def test_rerun(tmp_path, rerun, written, same_ca, same_cert):
 
 def test_cli_prints_the_ca_bundle(tmp_path):
     result = run_certs(
-        *["generate", "--service", "lwgpu", "--namespace", "lwgpu-system", "--days", "10", "--key-type", "rsa-2048"],
+        *[
+            "generate",
+            "--service",
+            "lwgpu",
+            "--namespace",
+            "lwgpu-system",
+            "--days",
+            "10",
+            "--key-type",
+            "rsa-2048",
+        ],
         *("--dns", "localhost", "--out", tmp_path / "out"),
     )
     assert result.returncode == 0, result.stderr

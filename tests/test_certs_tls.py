@@ -63,9 +63,11 @@ def handshake(port: int, cafile: Path, name: str) -> bytes:
     """Connect checking the hostname ``name``, trusting only ``cafile``; the server's greeting."""
     context = ssl.create_default_context(cafile=str(cafile))
     assert context.check_hostname and context.verify_mode == ssl.CERT_REQUIRED
-    with socket.create_connection(("127.0.0.1", port), timeout=5) as raw:
-        with context.wrap_socket(raw, server_hostname=name) as tls:
-            return tls.recv(2)
+    with (
+        socket.create_connection(("127.0.0.1", port), timeout=5) as raw,
+        context.wrap_socket(raw, server_hostname=name) as tls,
+    ):
+        return tls.recv(2)
 
 
 def openssl_verify(cafile: Path, cert: Path, *extra: str) -> subprocess.CompletedProcess:
@@ -118,13 +120,17 @@ def test_handshake_succeeds_for_each_san(cert_dir, name):
     ],
 )
 def test_handshake_fails_for_another_name(cert_dir, name):
-    with tls_server(cert_dir / "tls.crt", cert_dir / "tls.key") as port:
-        with pytest.raises(ssl.SSLCertVerificationError, match="match"):
-            handshake(port, cert_dir / "ca.crt", name)
+    with (
+        tls_server(cert_dir / "tls.crt", cert_dir / "tls.key") as port,
+        pytest.raises(ssl.SSLCertVerificationError, match="match"),
+    ):
+        handshake(port, cert_dir / "ca.crt", name)
 
 
 def test_handshake_fails_against_another_ca(cert_dir, tmp_path):
     generate(tmp_path, SERVICE, NAMESPACE)
-    with tls_server(cert_dir / "tls.crt", cert_dir / "tls.key") as port:
-        with pytest.raises(ssl.SSLCertVerificationError, match="unable to get local issuer"):
-            handshake(port, tmp_path / "ca.crt", SANS[-1])
+    with (
+        tls_server(cert_dir / "tls.crt", cert_dir / "tls.key") as port,
+        pytest.raises(ssl.SSLCertVerificationError, match="unable to get local issuer"),
+    ):
+        handshake(port, tmp_path / "ca.crt", SANS[-1])

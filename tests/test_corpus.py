@@ -37,8 +37,9 @@ HEADER = """\
 @functools.cache
 def review_file(path: Path) -> tuple[int, list[dict], str]:
     """Exit code, JSON verdicts and stderr of `webhook review PATH -o json` (run once per file)."""
-    code, out, err = run_cli("review", str(path), "--policies", str(DEFAULT_POLICIES),
-                             "--output", "json")
+    code, out, err = run_cli(
+        "review", str(path), "--policies", str(DEFAULT_POLICIES), "--output", "json"
+    )
     return code, (json.loads(out) if out.strip() else []), err
 
 
@@ -50,8 +51,9 @@ def verdict_lines(path: Path) -> list[str]:
         where = Path(result["where"]).name
         text = result["reason"] if result["outcome"] != "mutated" else result["warnings"][0]
         lines.append(f"{where}  {result['ref']}")
-        lines.append(f"    {result['outcome']}  {result['profile'] or '-'}  "
-                     f"{(text or '-').splitlines()[0]}")
+        lines.append(
+            f"    {result['outcome']}  {result['profile'] or '-'}  {(text or '-').splitlines()[0]}"
+        )
     return lines or [f"{path.name}  (no documents)"]
 
 
@@ -78,14 +80,29 @@ def test_review_decides_every_document(path):
 def test_the_command_reviews_the_whole_corpus_directory():
     """The real entry point, given the corpus directory, reviews every document of every file."""
     done = subprocess.run(
-        [sys.executable, "-m", "webhook", "review", str(CORPUS), "--policies",
-         str(DEFAULT_POLICIES), "--output", "json"],
-        cwd=REPO, capture_output=True, text=True, timeout=120, check=False)
+        [
+            sys.executable,
+            "-m",
+            "webhook",
+            "review",
+            str(CORPUS),
+            "--policies",
+            str(DEFAULT_POLICIES),
+            "--output",
+            "json",
+        ],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
     assert done.returncode == 1, done.stderr  # the corpus holds pods no lightweight GPU can run
     assert "Traceback" not in done.stderr
     per_file = [r for path in FILES for r in review_file(path)[1]]
-    assert [(r["where"], r["outcome"]) for r in json.loads(done.stdout)] == \
-        [(r["where"], r["outcome"]) for r in per_file]
+    assert [(r["where"], r["outcome"]) for r in json.loads(done.stdout)] == [
+        (r["where"], r["outcome"]) for r in per_file
+    ]
 
 
 def test_verdicts_match_the_golden_file():

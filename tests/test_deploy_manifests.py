@@ -24,27 +24,81 @@ IMAGE = "ghcr.io/lwgpu/lwgpu:0.1.0"
 # matchConditions became GA in 1.30: the oldest version the install supports, and the newest.
 K8S_VERSIONS = ("1.30.0", kubernetes_validate.latest_version())
 CRD_GROUP = "cert-manager.io/"
-CLUSTER_SCOPED = {"Namespace", "ClusterRole", "ClusterRoleBinding",
-                  "MutatingWebhookConfiguration", "ValidatingWebhookConfiguration"}
-SERVE_ARGS = ["serve", "--host", "0.0.0.0", "--port", "8443", "--policies", "/etc/lwgpu/policies",
-              "--tls-dir", "/etc/lwgpu/tls", "--workers", "2", "--threads", "8"]
-INSTALL_ARGS = ["install", "--namespace", NS, "--service", "lwgpu-webhook",
-                "--secret", "lwgpu-webhook-tls",
-                "--webhook-config", "lwgpu-mutate", "--webhook-config", "lwgpu-validate"]
-CERT_JOB_OBJECTS = {(k, "lwgpu-certs") for k in (
-    "ServiceAccount", "Role", "RoleBinding", "ClusterRole", "ClusterRoleBinding", "Job")} | {
-    ("CronJob", "lwgpu-certs-rotate")}
-BASE_OBJECTS = CERT_JOB_OBJECTS | {("Namespace", NS), ("ConfigMap", "lwgpu-policies"),
-                                   ("MutatingWebhookConfiguration", "lwgpu-mutate"),
-                                   ("ValidatingWebhookConfiguration", "lwgpu-validate")} | {
-    (k, "lwgpu-webhook") for k in ("ServiceAccount", "ClusterRole", "ClusterRoleBinding",
-                                   "Deployment", "PodDisruptionBudget", "Service")} | {
-    (k, "lwgpu-labeller") for k in ("ServiceAccount", "ClusterRole", "ClusterRoleBinding",
-                                    "DaemonSet")}
-CERT_MANAGER_OBJECTS = {("Issuer", "lwgpu-selfsigned"), ("Certificate", "lwgpu-ca"),
-                        ("Issuer", "lwgpu-ca"), ("Certificate", "lwgpu-webhook")}
-WORKLOADS = [("Deployment", "lwgpu-webhook"), ("DaemonSet", "lwgpu-labeller"),
-             ("Job", "lwgpu-certs"), ("CronJob", "lwgpu-certs-rotate")]
+CLUSTER_SCOPED = {
+    "Namespace",
+    "ClusterRole",
+    "ClusterRoleBinding",
+    "MutatingWebhookConfiguration",
+    "ValidatingWebhookConfiguration",
+}
+SERVE_ARGS = [
+    "serve",
+    "--host",
+    "0.0.0.0",
+    "--port",
+    "8443",
+    "--policies",
+    "/etc/lwgpu/policies",
+    "--tls-dir",
+    "/etc/lwgpu/tls",
+    "--workers",
+    "2",
+    "--threads",
+    "8",
+]
+INSTALL_ARGS = [
+    "install",
+    "--namespace",
+    NS,
+    "--service",
+    "lwgpu-webhook",
+    "--secret",
+    "lwgpu-webhook-tls",
+    "--webhook-config",
+    "lwgpu-mutate",
+    "--webhook-config",
+    "lwgpu-validate",
+]
+CERT_JOB_OBJECTS = {
+    (k, "lwgpu-certs")
+    for k in ("ServiceAccount", "Role", "RoleBinding", "ClusterRole", "ClusterRoleBinding", "Job")
+} | {("CronJob", "lwgpu-certs-rotate")}
+BASE_OBJECTS = (
+    CERT_JOB_OBJECTS
+    | {
+        ("Namespace", NS),
+        ("ConfigMap", "lwgpu-policies"),
+        ("MutatingWebhookConfiguration", "lwgpu-mutate"),
+        ("ValidatingWebhookConfiguration", "lwgpu-validate"),
+    }
+    | {
+        (k, "lwgpu-webhook")
+        for k in (
+            "ServiceAccount",
+            "ClusterRole",
+            "ClusterRoleBinding",
+            "Deployment",
+            "PodDisruptionBudget",
+            "Service",
+        )
+    }
+    | {
+        (k, "lwgpu-labeller")
+        for k in ("ServiceAccount", "ClusterRole", "ClusterRoleBinding", "DaemonSet")
+    }
+)
+CERT_MANAGER_OBJECTS = {
+    ("Issuer", "lwgpu-selfsigned"),
+    ("Certificate", "lwgpu-ca"),
+    ("Issuer", "lwgpu-ca"),
+    ("Certificate", "lwgpu-webhook"),
+}
+WORKLOADS = [
+    ("Deployment", "lwgpu-webhook"),
+    ("DaemonSet", "lwgpu-labeller"),
+    ("Job", "lwgpu-certs"),
+    ("CronJob", "lwgpu-certs-rotate"),
+]
 WEBHOOKS = [  # (kind, name, path, failurePolicy)
     ("MutatingWebhookConfiguration", "lwgpu-mutate", "/mutate", "Fail"),
     ("ValidatingWebhookConfiguration", "lwgpu-validate", "/validate", "Ignore"),
@@ -54,23 +108,38 @@ ROLE_RULES = {
     ("ClusterRole", "lwgpu-webhook"): [{**NODES, "verbs": ["get", "list", "watch"]}],
     ("ClusterRole", "lwgpu-labeller"): [{**NODES, "verbs": ["get", "patch"]}],
     ("Role", "lwgpu-certs"): [
-        {"apiGroups": [""], "resources": ["secrets"], "resourceNames": ["lwgpu-webhook-tls"],
-         "verbs": ["get", "update"]},
-        {"apiGroups": [""], "resources": ["secrets"], "verbs": ["create"]}],
-    ("ClusterRole", "lwgpu-certs"): [{
-        "apiGroups": ["admissionregistration.k8s.io"],
-        "resources": ["mutatingwebhookconfigurations", "validatingwebhookconfigurations"],
-        "resourceNames": ["lwgpu-mutate", "lwgpu-validate"], "verbs": ["get", "patch"]}],
+        {
+            "apiGroups": [""],
+            "resources": ["secrets"],
+            "resourceNames": ["lwgpu-webhook-tls"],
+            "verbs": ["get", "update"],
+        },
+        {"apiGroups": [""], "resources": ["secrets"], "verbs": ["create"]},
+    ],
+    ("ClusterRole", "lwgpu-certs"): [
+        {
+            "apiGroups": ["admissionregistration.k8s.io"],
+            "resources": ["mutatingwebhookconfigurations", "validatingwebhookconfigurations"],
+            "resourceNames": ["lwgpu-mutate", "lwgpu-validate"],
+            "verbs": ["get", "patch"],
+        }
+    ],
 }
-requires_kubectl = pytest.mark.skipif(shutil.which("kubectl") is None,
-                                      reason="kubectl is not installed")
+requires_kubectl = pytest.mark.skipif(
+    shutil.which("kubectl") is None, reason="kubectl is not installed"
+)
 
 
 @functools.cache
 def render(target: str) -> tuple[dict, ...]:
     """The objects `kubectl kustomize deploy/<target>` renders, cached per target."""
-    out = subprocess.run(["kubectl", "kustomize", str(DEPLOY / target)], check=True,
-                         capture_output=True, text=True, timeout=60).stdout
+    out = subprocess.run(
+        ["kubectl", "kustomize", str(DEPLOY / target)],
+        check=True,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    ).stdout
     return tuple(doc for doc in yaml.safe_load_all(out) if doc)
 
 
@@ -110,10 +179,13 @@ def test_every_object_validates_against_the_kubernetes_schema(target, version):
 
 
 @requires_kubectl
-@pytest.mark.parametrize("target, expected", [
-    (BASE, BASE_OBJECTS),
-    (CERT_MANAGER, BASE_OBJECTS - CERT_JOB_OBJECTS | CERT_MANAGER_OBJECTS),
-])
+@pytest.mark.parametrize(
+    "target, expected",
+    [
+        (BASE, BASE_OBJECTS),
+        (CERT_MANAGER, BASE_OBJECTS - CERT_JOB_OBJECTS | CERT_MANAGER_OBJECTS),
+    ],
+)
 def test_each_target_renders_exactly_the_expected_objects(target, expected):
     rendered = [(o["kind"], o["metadata"]["name"]) for o in render(target)]
     assert sorted(rendered) == sorted(expected)
@@ -137,8 +209,11 @@ POD_CHECKS = [  # (what, value read from the pod spec, expected)
     ("runAsNonRoot", lambda pod: pod["securityContext"]["runAsNonRoot"], True),
     ("non-root uid", lambda pod: pod["securityContext"]["runAsUser"] > 0, True),
     ("seccomp", lambda pod: pod["securityContext"]["seccompProfile"]["type"], "RuntimeDefault"),
-    ("no host namespaces", lambda pod: [k for k in ("hostNetwork", "hostPID", "hostIPC")
-                                        if pod.get(k)], []),
+    (
+        "no host namespaces",
+        lambda pod: [k for k in ("hostNetwork", "hostPID", "hostIPC") if pod.get(k)],
+        [],
+    ),
     ("no hostPath", lambda pod: [v for v in pod.get("volumes", []) if "hostPath" in v], []),
 ]
 CONTAINER_CHECKS = [  # (what, value read from every container, expected)
@@ -161,8 +236,9 @@ def test_every_pod_meets_pod_security_restricted(kind, name, what, read, expecte
 
 
 @requires_kubectl
-@pytest.mark.parametrize("what, read, expected", CONTAINER_CHECKS,
-                         ids=[c[0] for c in CONTAINER_CHECKS])
+@pytest.mark.parametrize(
+    "what, read, expected", CONTAINER_CHECKS, ids=[c[0] for c in CONTAINER_CHECKS]
+)
 @pytest.mark.parametrize("kind, name", WORKLOADS)
 def test_every_container_is_locked_down_and_sized(kind, name, what, read, expected):
     assert read(only_container(kind, name)) == expected
@@ -170,34 +246,65 @@ def test_every_container_is_locked_down_and_sized(kind, name, what, read, expect
 
 DEPLOYMENT_CHECKS = [  # (what, value read from the Deployment and its container, expected)
     ("replicas", lambda d, c: d["spec"]["replicas"] >= 2, True),
-    ("rollout keeps capacity",
-     lambda d, c: d["spec"]["strategy"]["rollingUpdate"]["maxUnavailable"], 0),
-    ("anti-affinity", lambda d, c: [
-        (t["podAffinityTerm"]["topologyKey"], t["podAffinityTerm"]["labelSelector"]["matchLabels"])
-        for t in d["spec"]["template"]["spec"]["affinity"]["podAntiAffinity"][
-            "preferredDuringSchedulingIgnoredDuringExecution"]],
-     [("kubernetes.io/hostname", {"app.kubernetes.io/name": "lwgpu-webhook"})]),
+    (
+        "rollout keeps capacity",
+        lambda d, c: d["spec"]["strategy"]["rollingUpdate"]["maxUnavailable"],
+        0,
+    ),
+    (
+        "anti-affinity",
+        lambda d, c: [
+            (
+                t["podAffinityTerm"]["topologyKey"],
+                t["podAffinityTerm"]["labelSelector"]["matchLabels"],
+            )
+            for t in d["spec"]["template"]["spec"]["affinity"]["podAntiAffinity"][
+                "preferredDuringSchedulingIgnoredDuringExecution"
+            ]
+        ],
+        [("kubernetes.io/hostname", {"app.kubernetes.io/name": "lwgpu-webhook"})],
+    ),
     ("command", lambda d, c: (c["command"], c["args"]), (["python", "-m", "webhook"], SERVE_ARGS)),
-    ("port", lambda d, c: c["ports"],
-     [{"name": "https", "containerPort": 8443, "protocol": "TCP"}]),
-    ("readiness", lambda d, c: c["readinessProbe"]["httpGet"],
-     {"scheme": "HTTPS", "path": "/readyz", "port": "https"}),
-    ("liveness", lambda d, c: c["livenessProbe"]["httpGet"],
-     {"scheme": "HTTPS", "path": "/healthz", "port": "https"}),
-    ("mounts", lambda d, c: c["volumeMounts"], [  # whole directories: no subPath
-        {"name": "tls", "mountPath": "/etc/lwgpu/tls", "readOnly": True},
-        {"name": "policies", "mountPath": "/etc/lwgpu/policies", "readOnly": True},
-        {"name": "tmp", "mountPath": "/tmp"}]),
-    ("volumes", lambda d, c: d["spec"]["template"]["spec"]["volumes"], [
-        {"name": "tls", "secret": {"secretName": "lwgpu-webhook-tls", "defaultMode": 0o440}},
-        {"name": "policies", "configMap": {"name": "lwgpu-policies"}},
-        {"name": "tmp", "emptyDir": {"medium": "Memory", "sizeLimit": "64Mi"}}]),
+    (
+        "port",
+        lambda d, c: c["ports"],
+        [{"name": "https", "containerPort": 8443, "protocol": "TCP"}],
+    ),
+    (
+        "readiness",
+        lambda d, c: c["readinessProbe"]["httpGet"],
+        {"scheme": "HTTPS", "path": "/readyz", "port": "https"},
+    ),
+    (
+        "liveness",
+        lambda d, c: c["livenessProbe"]["httpGet"],
+        {"scheme": "HTTPS", "path": "/healthz", "port": "https"},
+    ),
+    (
+        "mounts",
+        lambda d, c: c["volumeMounts"],
+        [  # whole directories: no subPath
+            {"name": "tls", "mountPath": "/etc/lwgpu/tls", "readOnly": True},
+            {"name": "policies", "mountPath": "/etc/lwgpu/policies", "readOnly": True},
+            {"name": "tmp", "mountPath": "/tmp"},
+        ],
+    ),
+    (
+        "volumes",
+        lambda d, c: d["spec"]["template"]["spec"]["volumes"],
+        [
+            {"name": "tls", "secret": {"secretName": "lwgpu-webhook-tls", "defaultMode": 0o440}},
+            {"name": "policies", "configMap": {"name": "lwgpu-policies"}},
+            {"name": "tmp", "emptyDir": {"medium": "Memory", "sizeLimit": "64Mi"}},
+        ],
+    ),
 ]
 
 
 @requires_kubectl
-@pytest.mark.parametrize("what, read, expected", DEPLOYMENT_CHECKS,
-                         ids=[c[0] for c in DEPLOYMENT_CHECKS])
+@pytest.mark.parametrize(
+    "what, read, expected", DEPLOYMENT_CHECKS, ids=[c[0] for c in DEPLOYMENT_CHECKS]
+)
 def test_webhook_deployment(what, read, expected):
     deployment = find("Deployment", "lwgpu-webhook")
     assert read(deployment, only_container("Deployment", "lwgpu-webhook")) == expected
@@ -212,8 +319,11 @@ def test_disruption_budget_and_service_select_the_webhook_pods():
     assert 1 <= pdb["spec"]["minAvailable"] < deployment["spec"]["replicas"]
     assert service["spec"]["selector"].items() <= pod_labels.items()
     [port] = service["spec"]["ports"]
-    [container_port] = [p for p in only_container("Deployment", "lwgpu-webhook")["ports"]
-                        if p["name"] == port["targetPort"]]
+    [container_port] = [
+        p
+        for p in only_container("Deployment", "lwgpu-webhook")["ports"]
+        if p["name"] == port["targetPort"]
+    ]
     assert (port["port"], container_port["containerPort"]) == (443, 8443)
 
 
@@ -227,14 +337,16 @@ def test_deploy_copy_of_the_policy_matches_policies_default():
     """kustomize cannot read ../../policies; the copy in deploy/base must not drift."""
     source = (ROOT / "policies/default.yaml").read_text()
     assert (DEPLOY / "base/policies/default.yaml").read_text() == source, (
-        "run: cp policies/default.yaml deploy/base/policies/default.yaml")
+        "run: cp policies/default.yaml deploy/base/policies/default.yaml"
+    )
 
 
 @requires_kubectl
 @pytest.mark.parametrize("target", [BASE, CERT_MANAGER])
 def test_no_rbac_rule_uses_a_wildcard(target):
-    rules = [rule for o in render(target) if o["kind"] in ("Role", "ClusterRole")
-             for rule in o["rules"]]
+    rules = [
+        rule for o in render(target) if o["kind"] in ("Role", "ClusterRole") for rule in o["rules"]
+    ]
     assert rules and not [r for r in rules if any("*" in values for values in r.values())]
 
 
@@ -243,8 +355,11 @@ def test_no_rbac_rule_uses_a_wildcard(target):
 def test_rbac_is_least_privilege(role, rules):
     assert find(*role)["rules"] == rules
     binding = find(f"{role[0]}Binding", role[1])
-    assert binding["roleRef"] == {"apiGroup": "rbac.authorization.k8s.io",
-                                  "kind": role[0], "name": role[1]}
+    assert binding["roleRef"] == {
+        "apiGroup": "rbac.authorization.k8s.io",
+        "kind": role[0],
+        "name": role[1],
+    }
     assert binding["subjects"] == [{"kind": "ServiceAccount", "name": role[1], "namespace": NS}]
 
 
@@ -257,24 +372,49 @@ def test_each_workload_runs_as_its_own_bound_service_account(kind, name):
 
 
 LABELLER_CHECKS = [  # (what, value read from the labeller DaemonSet, expected)
-    ("args", lambda c, pod: (c["command"], c["args"]),
-     (["python", "-m", "webhook"], ["label-node", "--interval", "300"])),
-    ("NODE_NAME", lambda c, pod: [e["valueFrom"] for e in c["env"] if e["name"] == "NODE_NAME"],
-     [{"fieldRef": {"fieldPath": "spec.nodeName"}}]),
-    ("takes no GPU", lambda c, pod: [r for r in {**c["resources"]["requests"],
-                                                 **c["resources"]["limits"]} if "gpu" in r], []),
-    ("GPU nodes only", lambda c, pod: [t["matchExpressions"][0]["key"] for t in pod["affinity"][
-        "nodeAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"]["nodeSelectorTerms"]],
-     ["aliyun.accelerator/nvidia_count", "nvidia.com/gpu.present",
-      "feature.node.kubernetes.io/pci-10de.present"]),
-    ("tolerates GPU taint", lambda c, pod: [t["key"] for t in pod["tolerations"]],
-     ["nvidia.com/gpu"]),
+    (
+        "args",
+        lambda c, pod: (c["command"], c["args"]),
+        (["python", "-m", "webhook"], ["label-node", "--interval", "300"]),
+    ),
+    (
+        "NODE_NAME",
+        lambda c, pod: [e["valueFrom"] for e in c["env"] if e["name"] == "NODE_NAME"],
+        [{"fieldRef": {"fieldPath": "spec.nodeName"}}],
+    ),
+    (
+        "takes no GPU",
+        lambda c, pod: [
+            r for r in {**c["resources"]["requests"], **c["resources"]["limits"]} if "gpu" in r
+        ],
+        [],
+    ),
+    (
+        "GPU nodes only",
+        lambda c, pod: [
+            t["matchExpressions"][0]["key"]
+            for t in pod["affinity"]["nodeAffinity"][
+                "requiredDuringSchedulingIgnoredDuringExecution"
+            ]["nodeSelectorTerms"]
+        ],
+        [
+            "aliyun.accelerator/nvidia_count",
+            "nvidia.com/gpu.present",
+            "feature.node.kubernetes.io/pci-10de.present",
+        ],
+    ),
+    (
+        "tolerates GPU taint",
+        lambda c, pod: [t["key"] for t in pod["tolerations"]],
+        ["nvidia.com/gpu"],
+    ),
 ]
 
 
 @requires_kubectl
-@pytest.mark.parametrize("what, read, expected", LABELLER_CHECKS,
-                         ids=[c[0] for c in LABELLER_CHECKS])
+@pytest.mark.parametrize(
+    "what, read, expected", LABELLER_CHECKS, ids=[c[0] for c in LABELLER_CHECKS]
+)
 def test_labeller_daemonset(what, read, expected):
     pod = pod_template(find("DaemonSet", "lwgpu-labeller"))["spec"]
     assert read(only_container("DaemonSet", "lwgpu-labeller"), pod) == expected
@@ -292,6 +432,7 @@ def test_rotation_cronjob_runs_the_install_job_pod():
 def test_cert_manager_chain_issues_the_mounted_secret_and_injects_its_ca():
     def spec(kind, name):
         return find(kind, name, CERT_MANAGER)["spec"]
+
     serving, ca = spec("Certificate", "lwgpu-webhook"), spec("Certificate", "lwgpu-ca")
     assert serving["secretName"] == "lwgpu-webhook-tls"
     assert f"lwgpu-webhook.{NS}.svc" in serving["dnsNames"]

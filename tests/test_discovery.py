@@ -8,8 +8,8 @@ import pytest
 from kubernetes import client
 
 from tests.kubeapi import KubeAPIDouble, wait_for
-from webhook.kube.inventory import NodeInventory, profiles_from_labels
 from webhook.core.placement import best_fit
+from webhook.kube.inventory import NodeInventory, profiles_from_labels
 from webhook.policy import Profile
 
 MEM, NAME = "aliyun.accelerator/nvidia_mem", "aliyun.accelerator/nvidia_name"
@@ -31,15 +31,23 @@ P4_2Q = ("GRID-P4-2Q", 2048, {MEM: "2048MiB"})
 TESLA_P4 = ("Tesla-P4", 7611, {MEM: "7611MiB"})
 
 
-@pytest.mark.parametrize("labels,expected", [
-    ({"a": {MEM: "7611MiB", NAME: "Tesla-P4"}, "b": {MEM: "2048MiB", NAME: "GRID-P4-2Q"}},
-     [P4_2Q, TESLA_P4]),
-    ({"a": {MEM: "2048MiB", NAME: "GRID-P4-2Q"}, "b": {MEM: "2048MiB", NAME: "Other-2G"}},
-     [("2048MiB", 2048, {MEM: "2048MiB"})]),
-    ({"a": {MEM: "4096MiB"}}, [("4096MiB", 4096, {MEM: "4096MiB"})]),
-    ({"a": {MEM: "4Gi", NAME: "x"}, "b": {MEM: "MiB"}, "c": {NAME: "y"}}, []),
-    ({}, []),
-], ids=["two-classes", "names-disagree", "no-name", "malformed", "none"])
+@pytest.mark.parametrize(
+    "labels,expected",
+    [
+        (
+            {"a": {MEM: "7611MiB", NAME: "Tesla-P4"}, "b": {MEM: "2048MiB", NAME: "GRID-P4-2Q"}},
+            [P4_2Q, TESLA_P4],
+        ),
+        (
+            {"a": {MEM: "2048MiB", NAME: "GRID-P4-2Q"}, "b": {MEM: "2048MiB", NAME: "Other-2G"}},
+            [("2048MiB", 2048, {MEM: "2048MiB"})],
+        ),
+        ({"a": {MEM: "4096MiB"}}, [("4096MiB", 4096, {MEM: "4096MiB"})]),
+        ({"a": {MEM: "4Gi", NAME: "x"}, "b": {MEM: "MiB"}, "c": {NAME: "y"}}, []),
+        ({}, []),
+    ],
+    ids=["two-classes", "names-disagree", "no-name", "malformed", "none"],
+)
 def test_profiles_from_labels(labels, expected):
     """One class per nvidia_mem value, named after nvidia_name when the nodes agree."""
     found = profiles_from_labels(labels)
@@ -60,8 +68,9 @@ def fixture_start(kube):
     started = []
 
     def start():
-        inventory = NodeInventory(client.CoreV1Api(kube.api_client()), backoff=(0.01, 0.04),
-                                  watch_timeout_s=5).start()
+        inventory = NodeInventory(
+            client.CoreV1Api(kube.api_client()), backoff=(0.01, 0.04), watch_timeout_s=5
+        ).start()
         started.append(inventory)
         assert inventory.wait_synced(10)
         return inventory
@@ -73,8 +82,11 @@ def fixture_start(kube):
 
 def test_discovered_classes_place_a_5gib_pod_on_7611mib(kube, start):
     """2048MiB and 7611MiB nodes -> both classes; 5 GiB fits only the 7611MiB class."""
-    for obj in (node("p4-2q", "2048MiB", "GRID-P4-2Q"), node("p4", "7611MiB", "Tesla-P4"),
-                node("cpu")):
+    for obj in (
+        node("p4-2q", "2048MiB", "GRID-P4-2Q"),
+        node("p4", "7611MiB", "Tesla-P4"),
+        node("cpu"),
+    ):
         kube.seed(obj)
     inventory = start()
     assert summary(inventory.profiles()) == [P4_2Q, TESLA_P4]
@@ -86,8 +98,11 @@ def test_discovered_classes_place_a_5gib_pod_on_7611mib(kube, start):
 
 def test_a_class_disappears_with_its_last_node(kube, start):
     """Deleting one of two 2048MiB nodes keeps the class; deleting the last removes it."""
-    for obj in (node("a", "2048MiB", "GRID-P4-2Q"), node("b", "2048MiB", "GRID-P4-2Q"),
-                node("p4", "7611MiB", "Tesla-P4")):
+    for obj in (
+        node("a", "2048MiB", "GRID-P4-2Q"),
+        node("b", "2048MiB", "GRID-P4-2Q"),
+        node("p4", "7611MiB", "Tesla-P4"),
+    ):
         kube.seed(obj)
     inventory = start()
     kube.delete("v1", "Node", "a")
@@ -131,7 +146,7 @@ def test_expired_resource_version_relists(kube, start):
     kube.seed(node("gpu", "2048MiB", "GRID-P4-2Q"))
     inventory = start()
     kube.seed(node("cpu"))  # bumps the version without an event for this watch
-    kube.set_down(True)     # cuts the open watch
+    kube.set_down(True)  # cuts the open watch
     kube.compact()
     kube.seed(node("p4", "7611MiB", "Tesla-P4"))
     kube.set_down(False)

@@ -23,23 +23,26 @@ from tests.server_harness import REPO, free_port
 from webhook.core.decision import decide
 from webhook.policy import load_policies
 
-pytestmark = pytest.mark.skipif(shutil.which("kubectl") is None,
-                                reason="kubectl is not installed")
+pytestmark = pytest.mark.skipif(shutil.which("kubectl") is None, reason="kubectl is not installed")
 
 NS, NS_LABELS = "team-a", {"team": "a"}
 POLICY = load_policies(REPO / "policies" / "default.yaml").for_namespace(NS)
 MUTATE, VALIDATE = "mutate.lwgpu.io", "validate.lwgpu.io"
 GPU_MEM_POD = pod(container(limits={"aliyun.com/gpu-mem": 2}))
-SEED_POD = pod(container(limits={"nvidia.com/gpu": "1"}),
-               node_selector={"aliyun.accelerator/nvidia_mem": "2048MiB"})
+SEED_POD = pod(
+    container(limits={"nvidia.com/gpu": "1"}),
+    node_selector={"aliyun.accelerator/nvidia_mem": "2048MiB"},
+)
 CPU_POD = pod(container(limits={"cpu": "1"}))
 ANNOTATED_POD = pod(container(), annotations={"lwgpu.io/gpu-memory": "1536Mi"})
 GPU_DEPLOYMENT = workload("apps/v1", "Deployment", GPU_MEM_POD)
 
 SEEDS = {"cuda-sample.yaml#0": "allowed", "cuda-sample-gpu-mem.yaml#0": "mutated"}
-DOCUMENTS = {Path(d.where).name: d.body
-             for f in [*corpus_files(), *(EXAMPLES / s.split("#")[0] for s in SEEDS)]
-             for d in documents(f)}
+DOCUMENTS = {
+    Path(d.where).name: d.body
+    for f in [*corpus_files(), *(EXAMPLES / s.split("#")[0] for s in SEEDS)]
+    for d in documents(f)
+}
 # Removed API versions: a recent apiserver refuses them before admission ("no matches for kind").
 NOT_SERVED = {
     "AliyunContainerService__gpushare-device-plugin__demo__binpack-1__binpack-1.yaml#1",
@@ -56,7 +59,8 @@ INVALID_AS_WRITTEN = {
     "nebuly-ai__nos__demos__gpu-sharing-comparison__manifests__overlays__ts__patch.yaml#0",
 }
 CUSTOM_RESOURCES = {
-    "volcano-sh__volcano__example__MindSpore-example__mindspore_gpu__mindspore-gpu.yaml#0"}
+    "volcano-sh__volcano__example__MindSpore-example__mindspore_gpu__mindspore-gpu.yaml#0"
+}
 
 
 def asks_gpu(obj: dict) -> bool:
@@ -104,8 +108,9 @@ def test_every_document_is_admitted_as_the_decision_says(install, doc_id):
     assert sent or decision.outcome == "skipped"
     if decision.outcome == "denied":
         assert result.called == [MUTATE]
-        assert result.message == (f'admission webhook "{MUTATE}" denied the request: '
-                                  f'{decision.reason}')
+        assert result.message == (
+            f'admission webhook "{MUTATE}" denied the request: {decision.reason}'
+        )
     else:
         assert result.called == ([MUTATE, VALIDATE] if sent else [])
         assert result.warnings == list(decision.warnings)
@@ -126,8 +131,11 @@ def test_the_corpus_exercises_every_outcome():
 
 def test_objects_without_gpu_never_reach_the_server(install):
     apiserver, server = install
-    quiet = [body for key, body in DOCUMENTS.items()
-             if key not in NOT_SERVED and not asks_gpu(as_received(body, NS))]
+    quiet = [
+        body
+        for key, body in DOCUMENTS.items()
+        if key not in NOT_SERVED and not asks_gpu(as_received(body, NS))
+    ]
     before, logged = reviews_answered(server), len(server.log_lines())
     results = [apiserver.admit(body, NS, NS_LABELS) for body in quiet]
     assert len(quiet) > 20 and all(r.allowed and not r.calls for r in results)
@@ -144,13 +152,23 @@ ROUTING = {
     "pod delete": (GPU_MEM_POD, "DELETE", NS, NS_LABELS, []),
     "cpu pod": (CPU_POD, "CREATE", NS, NS_LABELS, []),
     "kube-system pod": (GPU_MEM_POD, "CREATE", "kube-system", {}, []),
-    "lwgpu-system pod": (GPU_MEM_POD, "CREATE", "lwgpu-system",
-                         {"pod-security.kubernetes.io/enforce": "restricted"}, []),
+    "lwgpu-system pod": (
+        GPU_MEM_POD,
+        "CREATE",
+        "lwgpu-system",
+        {"pod-security.kubernetes.io/enforce": "restricted"},
+        [],
+    ),
     "kube-system deployment": (GPU_DEPLOYMENT, "CREATE", "kube-system", {}, []),
     "lwgpu-system deployment": (GPU_DEPLOYMENT, "CREATE", "lwgpu-system", {}, []),
     # The apiserver sets kubernetes.io/metadata.name itself: a label cannot opt a namespace out.
-    "forged name label": (GPU_MEM_POD, "CREATE", NS,
-                          {"kubernetes.io/metadata.name": "kube-system"}, BOTH),
+    "forged name label": (
+        GPU_MEM_POD,
+        "CREATE",
+        NS,
+        {"kubernetes.io/metadata.name": "kube-system"},
+        BOTH,
+    ),
 }
 
 
@@ -191,12 +209,15 @@ def other_port(address: str, port: int) -> str:
 BREAK = {
     "server down": lambda a, svc, tmp, socks: a.with_routes({svc: free_port()}),
     "validating webhook down": lambda a, svc, tmp, socks: a.reconfigured(
-        VALIDATE, port=444).with_routes({other_port(svc, 444): free_port()}),
+        VALIDATE, port=444
+    ).with_routes({other_port(svc, 444): free_port()}),
     "timeout": lambda a, svc, tmp, socks: a.with_routes({svc: silent_port(socks)}),
     "caBundle of another CA": lambda a, svc, tmp, socks: a.reconfigured(
-        MUTATE, caBundle=other_ca(tmp)),
+        MUTATE, caBundle=other_ca(tmp)
+    ),
     "name not in the certificate": lambda a, svc, tmp, socks: a.reconfigured(
-        MUTATE, name="other").with_routes({"other.lwgpu-system.svc:443": a.routes[svc]}),
+        MUTATE, name="other"
+    ).with_routes({"other.lwgpu-system.svc:443": a.routes[svc]}),
     "HTTP error": lambda a, svc, tmp, socks: a.reconfigured(MUTATE, path="/healthz"),
 }
 # outage, object, allowed, webhooks called, error of the failing call (None: no call failed)
@@ -213,8 +234,9 @@ OUTAGES = [
 
 
 @pytest.mark.parametrize("outage, obj, allowed, called, error", OUTAGES)
-def test_failure_policy_when_the_webhook_fails(install, tmp_path, outage, obj, allowed, called,
-                                               error):
+def test_failure_policy_when_the_webhook_fails(
+    install, tmp_path, outage, obj, allowed, called, error
+):
     apiserver, _ = install
     policies = {h.name: h.spec["failurePolicy"] for h in apiserver.webhooks}
     assert policies == {MUTATE: "Fail", VALIDATE: "Ignore"}
@@ -239,7 +261,8 @@ def test_failure_policy_when_the_webhook_fails(install, tmp_path, outage, obj, a
         assert result.obj == decide(as_received(obj, NS), POLICY).obj
     else:
         assert result.message.startswith(
-            f'Internal error occurred: failed calling webhook "{MUTATE}": ')
+            f'Internal error occurred: failed calling webhook "{MUTATE}": '
+        )
 
 
 def add_label(obj: dict) -> list:
@@ -249,8 +272,13 @@ def add_label(obj: dict) -> list:
 
 def add_gpu_sidecar(obj: dict) -> list:
     """Another webhook's patch: inject a sidecar that asks for GPU memory too."""
-    return [{"op": "add", "path": "/spec/containers/-",
-             "value": container("sidecar", limits={"aliyun.com/gpu-mem": 1})}]
+    return [
+        {
+            "op": "add",
+            "path": "/spec/containers/-",
+            "value": container("sidecar", limits={"aliyun.com/gpu-mem": 1}),
+        }
+    ]
 
 
 def no_change(obj: dict) -> list:

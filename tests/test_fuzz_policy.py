@@ -138,7 +138,7 @@ def test_nasty_yaml_gives_located_errors(name, text, expected):
     loaded = load_documents(text, WHERE, errors)
     assert [p.source for p in loaded] == (["fuzz.yaml#0"] if name == "second-document-bad" else [])
     assert len(errors) == len(expected), errors
-    assert all(e.startswith(WHERE + x) for e, x in zip(errors, expected)), errors
+    assert all(e.startswith(WHERE + x) for e, x in zip(errors, expected, strict=False)), errors
     assert check_load(text) in ("bad-yaml", "bad-policy")
 
 

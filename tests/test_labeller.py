@@ -27,8 +27,11 @@ TESLA_P4 = ("Tesla P4", 7981694976)  # 7611.9 MiB: nvidia-smi prints 7611MiB
 
 def expect(count, mem, name):
     """The three labels, spelled out."""
-    return {"aliyun.accelerator/nvidia_count": count, "aliyun.accelerator/nvidia_mem": mem,
-            "aliyun.accelerator/nvidia_name": name}
+    return {
+        "aliyun.accelerator/nvidia_count": count,
+        "aliyun.accelerator/nvidia_mem": mem,
+        "aliyun.accelerator/nvidia_name": name,
+    }
 
 
 SEED_LABELS = expect("1", "2048MiB", "GRID-P4-2Q")
@@ -52,8 +55,9 @@ class FakeNVML:
             "nvmlShutdown": lambda: setattr(self, "ready", False),
             "nvmlDeviceGetCount": lambda: len(self.gpus),
             "nvmlDeviceGetHandleByIndex": lambda index: self.gpus[index],
-            "nvmlDeviceGetMemoryInfo":
-                lambda gpu: pynvml.c_nvmlMemory_t(total=gpu[1], free=gpu[1], used=0),
+            "nvmlDeviceGetMemoryInfo": lambda gpu: pynvml.c_nvmlMemory_t(
+                total=gpu[1], free=gpu[1], used=0
+            ),
             "nvmlDeviceGetName": lambda gpu: gpu[0],
         }
         for name, impl in impls.items():
@@ -68,6 +72,7 @@ class FakeNVML:
             if name != "nvmlInit" and not self.ready:
                 raise pynvml.NVMLError(pynvml.NVML_ERROR_UNINITIALIZED)
             return impl(*args)
+
         return call
 
 
@@ -75,8 +80,13 @@ class FakeNVML:
 def fixture_kube(tmp_path, monkeypatch):
     """The API double with a GPU node, reached through kubeconfig as the CLI would."""
     with KubeAPIDouble() as double:
-        double.seed({"apiVersion": "v1", "kind": "Node",
-                     "metadata": {"name": "gpu-1", "labels": {"kubernetes.io/os": "linux"}}})
+        double.seed(
+            {
+                "apiVersion": "v1",
+                "kind": "Node",
+                "metadata": {"name": "gpu-1", "labels": {"kubernetes.io/os": "linux"}},
+            }
+        )
         monkeypatch.delenv("KUBERNETES_SERVICE_HOST", raising=False)
         monkeypatch.setenv("KUBECONFIG", double.write_kubeconfig(tmp_path / "kubeconfig"))
         monkeypatch.setenv("NODE_NAME", "gpu-1")
@@ -93,14 +103,19 @@ def methods(kube):
     return [request.method for request in kube.requests]
 
 
-@pytest.mark.parametrize("gpus,expected", [
-    ([P4_2Q], SEED_LABELS),
-    ([TESLA_P4], expect("1", "7611MiB", "Tesla-P4")),
-    ([("Tesla T4", 15360 * MIB)] * 4, expect("4", "15360MiB", "Tesla-T4")),
-    ([(b"GRID P4-1Q", 1024 * MIB)], expect("1", "1024MiB", "GRID-P4-1Q")),
-], ids=["grid-p4-2q", "tesla-p4", "four-gpus", "bytes-name"])
-def test_dry_run_prints_the_seed_format_and_contacts_nothing(kube, monkeypatch, capsys, gpus,
-                                                             expected):
+@pytest.mark.parametrize(
+    "gpus,expected",
+    [
+        ([P4_2Q], SEED_LABELS),
+        ([TESLA_P4], expect("1", "7611MiB", "Tesla-P4")),
+        ([("Tesla T4", 15360 * MIB)] * 4, expect("4", "15360MiB", "Tesla-T4")),
+        ([(b"GRID P4-1Q", 1024 * MIB)], expect("1", "1024MiB", "GRID-P4-1Q")),
+    ],
+    ids=["grid-p4-2q", "tesla-p4", "four-gpus", "bytes-name"],
+)
+def test_dry_run_prints_the_seed_format_and_contacts_nothing(
+    kube, monkeypatch, capsys, gpus, expected
+):
     """--dry-run: the labels as `key=value`, no API request."""
     FakeNVML(gpus).install(monkeypatch)
     assert labeller.main(["--dry-run"]) == 0
@@ -109,13 +124,16 @@ def test_dry_run_prints_the_seed_format_and_contacts_nothing(kube, monkeypatch, 
     assert kube.requests == []
 
 
-@pytest.mark.parametrize("name,value", [
-    ("GRID P4-2Q", "GRID-P4-2Q"),
-    ("NVIDIA GeForce RTX 3090 (Laptop/GPU) ™", "NVIDIA-GeForce-RTX-3090-LaptopGPU"),
-    ("  A100-SXM4-40GB  ", "A100-SXM4-40GB"),
-    ("Quadro " + "X" * 80, "Quadro-" + "X" * 56),
-    ("(((", "unknown"),
-])
+@pytest.mark.parametrize(
+    "name,value",
+    [
+        ("GRID P4-2Q", "GRID-P4-2Q"),
+        ("NVIDIA GeForce RTX 3090 (Laptop/GPU) ™", "NVIDIA-GeForce-RTX-3090-LaptopGPU"),
+        ("  A100-SXM4-40GB  ", "A100-SXM4-40GB"),
+        ("Quadro " + "X" * 80, "Quadro-" + "X" * 56),
+        ("(((", "unknown"),
+    ],
+)
 def test_label_value_from_gpu_name(name, value):
     """Spaces become `-`; the rest is cut to a legal label value."""
     assert label_value(name) == value
@@ -129,18 +147,34 @@ def test_any_gpu_name_gives_a_legal_label_value(name):
     assert LABEL_VALUE.match(value) and 0 < len(value) <= 63
 
 
-@pytest.mark.parametrize("gpus,fail,message", [
-    ([P4_2Q], {"nvmlInit": pynvml.NVML_ERROR_LIBRARY_NOT_FOUND}, "libnvidia-ml.so.1 not found"),
-    ([P4_2Q], {"nvmlInit": pynvml.NVML_ERROR_DRIVER_NOT_LOADED}, "NVML_ERROR_DRIVER_NOT_LOADED"),
-    ([P4_2Q], {"nvmlInit": pynvml.NVML_ERROR_NO_PERMISSION}, "NVML_ERROR_NO_PERMISSION"),
-    ([P4_2Q], {"nvmlInit": pynvml.NVML_ERROR_LIB_RM_VERSION_MISMATCH},
-     "NVML_ERROR_LIB_RM_VERSION_MISMATCH"),
-    ([P4_2Q], {"nvmlDeviceGetHandleByIndex": pynvml.NVML_ERROR_GPU_IS_LOST},
-     "NVML_ERROR_GPU_IS_LOST"),
-    ([P4_2Q], {"nvmlDeviceGetMemoryInfo": pynvml.NVML_ERROR_NOT_SUPPORTED},
-     "NVML_ERROR_NOT_SUPPORTED"),
-    ([], {}, "no GPU"),
-])
+@pytest.mark.parametrize(
+    "gpus,fail,message",
+    [
+        ([P4_2Q], {"nvmlInit": pynvml.NVML_ERROR_LIBRARY_NOT_FOUND}, "libnvidia-ml.so.1 not found"),
+        (
+            [P4_2Q],
+            {"nvmlInit": pynvml.NVML_ERROR_DRIVER_NOT_LOADED},
+            "NVML_ERROR_DRIVER_NOT_LOADED",
+        ),
+        ([P4_2Q], {"nvmlInit": pynvml.NVML_ERROR_NO_PERMISSION}, "NVML_ERROR_NO_PERMISSION"),
+        (
+            [P4_2Q],
+            {"nvmlInit": pynvml.NVML_ERROR_LIB_RM_VERSION_MISMATCH},
+            "NVML_ERROR_LIB_RM_VERSION_MISMATCH",
+        ),
+        (
+            [P4_2Q],
+            {"nvmlDeviceGetHandleByIndex": pynvml.NVML_ERROR_GPU_IS_LOST},
+            "NVML_ERROR_GPU_IS_LOST",
+        ),
+        (
+            [P4_2Q],
+            {"nvmlDeviceGetMemoryInfo": pynvml.NVML_ERROR_NOT_SUPPORTED},
+            "NVML_ERROR_NOT_SUPPORTED",
+        ),
+        ([], {}, "no GPU"),
+    ],
+)
 def test_nvml_failure_exits_2_before_any_api_call(kube, monkeypatch, capsys, gpus, fail, message):
     """Each NVML failure: exit 2, one line naming the cause, no request, labels untouched."""
     nvml = FakeNVML(gpus, fail).install(monkeypatch)
@@ -157,8 +191,13 @@ def test_real_pynvml_without_a_driver_names_the_library(kube):
     """`python -m webhook label-node` with the real pynvml and no driver: exit 2, library named."""
     with pytest.raises(OSError):
         ctypes.CDLL("libnvidia-ml.so.1")
-    done = subprocess.run([sys.executable, "-m", "webhook", "label-node"], capture_output=True,
-                          text=True, timeout=60, check=False)
+    done = subprocess.run(
+        [sys.executable, "-m", "webhook", "label-node"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
     assert done.returncode == 2
     assert "libnvidia-ml.so.1 not found" in done.stderr and done.stdout == ""
     assert kube.requests == []
@@ -170,7 +209,8 @@ def test_patch_carries_exactly_the_three_labels_then_is_idempotent(kube, monkeyp
     assert labeller.main([]) == 0
     patches = [r for r in kube.requests if r.method == "PATCH"]
     assert [(r.path, r.content_type) for r in patches] == [
-        ("/api/v1/nodes/gpu-1", "application/merge-patch+json")]
+        ("/api/v1/nodes/gpu-1", "application/merge-patch+json")
+    ]
     assert json.loads(patches[0].body) == {"metadata": {"labels": SEED_LABELS}}
     assert labels_of(kube) == {"kubernetes.io/os": "linux", **SEED_LABELS}
     kube.requests.clear()
@@ -181,17 +221,28 @@ def test_patch_carries_exactly_the_three_labels_then_is_idempotent(kube, monkeyp
 def test_a_drifted_label_is_patched_back(kube, monkeypatch):
     """Someone changed one label: the next run writes the GPU's truth again."""
     FakeNVML([TESLA_P4]).install(monkeypatch)
-    kube.seed({"apiVersion": "v1", "kind": "Node", "metadata": {"name": "gpu-1", "labels": {
-        **SEED_LABELS, "aliyun.accelerator/nvidia_mem": "2048MiB"}}})
+    kube.seed(
+        {
+            "apiVersion": "v1",
+            "kind": "Node",
+            "metadata": {
+                "name": "gpu-1",
+                "labels": {**SEED_LABELS, "aliyun.accelerator/nvidia_mem": "2048MiB"},
+            },
+        }
+    )
     assert labeller.main(["--node", "gpu-1"]) == 0
     assert labels_of(kube)["aliyun.accelerator/nvidia_mem"] == "7611MiB"
     assert labels_of(kube)["aliyun.accelerator/nvidia_name"] == "Tesla-P4"
 
 
-@pytest.mark.parametrize("argv,env,code,message", [
-    (["--node", "ghost"], "gpu-1", 1, 'node "ghost" not found'),
-    ([], None, 2, "set NODE_NAME"),
-])
+@pytest.mark.parametrize(
+    "argv,env,code,message",
+    [
+        (["--node", "ghost"], "gpu-1", 1, 'node "ghost" not found'),
+        ([], None, 2, "set NODE_NAME"),
+    ],
+)
 def test_missing_node_is_a_clear_error(kube, monkeypatch, capsys, argv, env, code, message):
     """A node that does not exist, or no node name at all, fails with a message that says so."""
     FakeNVML([P4_2Q]).install(monkeypatch)
@@ -208,8 +259,9 @@ def test_interval_survives_an_outage_and_recovers(kube, monkeypatch):
     api = core_api()
     stop, result, lines = threading.Event(), [], []
     labels = {**SEED_LABELS}
-    thread = threading.Thread(target=lambda: result.append(
-        labeller.run(api, "gpu-1", labels, 0.02, stop, lines.append)))
+    thread = threading.Thread(
+        target=lambda: result.append(labeller.run(api, "gpu-1", labels, 0.02, stop, lines.append))
+    )
     thread.start()
     assert wait_for(lambda: labels_of(kube).get("aliyun.accelerator/nvidia_mem") == "2048MiB")
     kube.set_down(True)

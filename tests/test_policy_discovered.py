@@ -25,21 +25,30 @@ def policies(discover):
 
 
 def pod(gib):
-    return {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "p"}, "spec": {"containers": [
-        {"name": "a", "resources": {"limits": {"aliyun.com/gpu-mem": gib}}}]}}
+    return {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": "p"},
+        "spec": {
+            "containers": [{"name": "a", "resources": {"limits": {"aliyun.com/gpu-mem": gib}}}]
+        },
+    }
 
 
 TESLA = discovered("Tesla-P4", 7611)
 
 
-@pytest.mark.parametrize("discover, found, gib, outcome, selector", [
-    (True, [TESLA], 5, "mutated", "7611MiB"),   # 5 GiB: 7611MiB is the smallest that holds it
-    (True, [TESLA], 2, "mutated", "2048MiB"),   # static classes still fit smaller asks
-    (True, [], 5, "mutated", "8192MiB"),        # the discovered class disappeared
-    (False, [TESLA], 5, "mutated", "8192MiB"),  # discovery off: discovered classes ignored
-    (True, [TESLA], 9, "denied", None),
-    (True, [TESLA, discovered("A10", 24576)], 9, "mutated", "24576MiB"),
-])
+@pytest.mark.parametrize(
+    "discover, found, gib, outcome, selector",
+    [
+        (True, [TESLA], 5, "mutated", "7611MiB"),  # 5 GiB: 7611MiB is the smallest that holds it
+        (True, [TESLA], 2, "mutated", "2048MiB"),  # static classes still fit smaller asks
+        (True, [], 5, "mutated", "8192MiB"),  # the discovered class disappeared
+        (False, [TESLA], 5, "mutated", "8192MiB"),  # discovery off: discovered classes ignored
+        (True, [TESLA], 9, "denied", None),
+        (True, [TESLA, discovered("A10", 24576)], 9, "mutated", "24576MiB"),
+    ],
+)
 def test_discovered_classes_join_the_best_fit(discover, found, gib, outcome, selector):
     policy = policies(discover).with_discovered(found).for_namespace("default")
     decision = decide(pod(gib), policy)

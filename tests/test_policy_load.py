@@ -44,9 +44,12 @@ def test_default_policy_content():
     policy = load_policies(ROOT / "policies/default.yaml").for_namespace("default")
     assert [(p.name, p.memory_mib, dict(p.node_selector)) for p in policy.profiles] == [
         (f"GRID-P4-{n}Q", n * 1024, {"aliyun.accelerator/nvidia_mem": f"{n * 1024}MiB"})
-        for n in (1, 2, 4, 8)]
-    assert dict(policy.memory_resources) == {"aliyun.com/gpu-mem": 1 << 30,
-                                             "nvidia.com/gpumem": 1 << 20}
+        for n in (1, 2, 4, 8)
+    ]
+    assert dict(policy.memory_resources) == {
+        "aliyun.com/gpu-mem": 1 << 30,
+        "nvidia.com/gpumem": 1 << 20,
+    }
     assert policy.annotation == "lwgpu.io/gpu-memory"
     assert load_policies(ROOT / "policies/default.yaml").for_namespace("kube-system") is None
 
@@ -67,24 +70,35 @@ def test_missing_path():
 
 
 def _policy(name, include, exclude=()):
-    return (f"apiVersion: lwgpu.io/v1alpha1\nkind: LightweightGPUPolicy\nmetadata: {{name: {name}}}\n"
-            f"spec:\n  namespaces: {{include: {list(include)}, exclude: {list(exclude)}}}\n"
-            f"  profiles: [{{name: P, memory: 1Gi}}]\n---\n")
+    return (
+        f"apiVersion: lwgpu.io/v1alpha1\nkind: LightweightGPUPolicy\nmetadata: {{name: {name}}}\n"
+        f"spec:\n  namespaces: {{include: {list(include)}, exclude: {list(exclude)}}}\n"
+        f"  profiles: [{{name: P, memory: 1Gi}}]\n---\n"
+    )
 
 
-TEAMS = "".join([_policy("all", ["*"], ["kube-system"]), _policy("teams", ["team-*"]),
-                 _policy("team-a", ["team-a"]), _policy("ml", ["ml-?"], ["ml-x"])])
+TEAMS = "".join(
+    [
+        _policy("all", ["*"], ["kube-system"]),
+        _policy("teams", ["team-*"]),
+        _policy("team-a", ["team-a"]),
+        _policy("ml", ["ml-?"], ["ml-x"]),
+    ]
+)
 
 
-@pytest.mark.parametrize("namespace, expected", [
-    ("default", "all"),
-    ("kube-system", None),
-    ("team-b", "teams"),
-    ("team-a", "team-a"),
-    ("ml-1", "ml"),
-    ("ml-x", "all"),  # excluded from 'ml', so the next most specific policy governs it
-    ("team-", "teams"),
-])
+@pytest.mark.parametrize(
+    "namespace, expected",
+    [
+        ("default", "all"),
+        ("kube-system", None),
+        ("team-b", "teams"),
+        ("team-a", "team-a"),
+        ("ml-1", "ml"),
+        ("ml-x", "all"),  # excluded from 'ml', so the next most specific policy governs it
+        ("team-", "teams"),
+    ],
+)
 def test_most_specific_policy_governs(namespace, expected):
     errors = []
     policies = load_documents(TEAMS, "teams.yaml", errors)
@@ -93,21 +107,25 @@ def test_most_specific_policy_governs(namespace, expected):
     assert (found.name if found else None) == expected
 
 
-@pytest.mark.parametrize("a, b, overlap", [
-    ("team-*", "*-prod", True),
-    ("team-*", "ml-*", False),
-    ("a?c", "ab*", True),
-    ("a?c", "abd", False),
-    ("*", "x", True),
-    ("a*b*c", "*bx*", True),
-    ("abc", "abcd", False),
-])
+@pytest.mark.parametrize(
+    "a, b, overlap",
+    [
+        ("team-*", "*-prod", True),
+        ("team-*", "ml-*", False),
+        ("a?c", "ab*", True),
+        ("a?c", "abd", False),
+        ("*", "x", True),
+        ("a*b*c", "*bx*", True),
+        ("abc", "abcd", False),
+    ],
+)
 def test_globs_overlap(a, b, overlap):
     assert globs_overlap(a, b) is overlap
     assert globs_overlap(b, a) is overlap
 
 
-@pytest.mark.parametrize("pattern, higher_than", [
-    ("team-a", "team-*"), ("team-*", "t*"), ("t*", "*"), ("a", "abc*")])
+@pytest.mark.parametrize(
+    "pattern, higher_than", [("team-a", "team-*"), ("team-*", "t*"), ("t*", "*"), ("a", "abc*")]
+)
 def test_pattern_rank(pattern, higher_than):
     assert pattern_rank(pattern) > pattern_rank(higher_than)

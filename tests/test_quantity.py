@@ -5,47 +5,53 @@ import pytest
 from webhook.api import quantity
 
 
-@pytest.mark.parametrize("value, unit, mib", [
-    (2, 1 << 30, 2048),
-    ("2", 1 << 30, 2048),
-    ("1.5", 1 << 30, 1536),
-    (1.5, 1 << 30, 1536),
-    ("1.5Gi", 1, 1536),
-    ("1536Mi", 1, 1536),
-    ("500M", 1, 477),  # 500e6 bytes = 476.8 MiB, rounded up
-    ("2e3", 1 << 20, 2000),
-    ("2E3", 1 << 20, 2000),
-    (".5Gi", 1, 512),
-    ("5.Gi", 1, 5120),
-    ("+1Gi", 1, 1024),
-    ("1", 1, 1),  # one byte still needs one MiB of GPU
-    ("3000", 1 << 20, 3000),
-])
+@pytest.mark.parametrize(
+    "value, unit, mib",
+    [
+        (2, 1 << 30, 2048),
+        ("2", 1 << 30, 2048),
+        ("1.5", 1 << 30, 1536),
+        (1.5, 1 << 30, 1536),
+        ("1.5Gi", 1, 1536),
+        ("1536Mi", 1, 1536),
+        ("500M", 1, 477),  # 500e6 bytes = 476.8 MiB, rounded up
+        ("2e3", 1 << 20, 2000),
+        ("2E3", 1 << 20, 2000),
+        (".5Gi", 1, 512),
+        ("5.Gi", 1, 5120),
+        ("+1Gi", 1, 1024),
+        ("1", 1, 1),  # one byte still needs one MiB of GPU
+        ("3000", 1 << 20, 3000),
+    ],
+)
 def test_to_mib(value, unit, mib):
     assert quantity.to_mib(value, unit) == mib
 
 
-@pytest.mark.parametrize("value, message", [
-    ("abc", "is not a Kubernetes quantity"),
-    ("", "is not a Kubernetes quantity"),
-    (" 2", "is not a Kubernetes quantity"),
-    ("2 ", "is not a Kubernetes quantity"),
-    ("1_000", "is not a Kubernetes quantity"),
-    ("NaN", "is not a Kubernetes quantity"),
-    ("1.5.5", "is not a Kubernetes quantity"),
-    ("1ki", "is not a Kubernetes quantity"),
-    ("1Ee3", "is not a Kubernetes quantity"),
-    ("1e999999999", "out of range"),
-    ("9" * 30 + "Ei", "out of range"),
-    ("1" * 100, "is not a Kubernetes quantity"),
-    (float("inf"), "not a finite quantity"),
-    (True, "is not a quantity"),
-    (None, "is not a quantity"),
-    ([2], "is not a quantity"),
-    ({"a": 1}, "is not a quantity"),
-    ("-1Gi", "must be greater than zero"),
-    ("0", "must be greater than zero"),
-])
+@pytest.mark.parametrize(
+    "value, message",
+    [
+        ("abc", "is not a Kubernetes quantity"),
+        ("", "is not a Kubernetes quantity"),
+        (" 2", "is not a Kubernetes quantity"),
+        ("2 ", "is not a Kubernetes quantity"),
+        ("1_000", "is not a Kubernetes quantity"),
+        ("NaN", "is not a Kubernetes quantity"),
+        ("1.5.5", "is not a Kubernetes quantity"),
+        ("1ki", "is not a Kubernetes quantity"),
+        ("1Ee3", "is not a Kubernetes quantity"),
+        ("1e999999999", "out of range"),
+        ("9" * 30 + "Ei", "out of range"),
+        ("1" * 100, "is not a Kubernetes quantity"),
+        (float("inf"), "not a finite quantity"),
+        (True, "is not a quantity"),
+        (None, "is not a quantity"),
+        ([2], "is not a quantity"),
+        ({"a": 1}, "is not a quantity"),
+        ("-1Gi", "must be greater than zero"),
+        ("0", "must be greater than zero"),
+    ],
+)
 def test_to_mib_rejects(value, message):
     with pytest.raises(quantity.QuantityError, match=message):
         quantity.to_mib(value)
@@ -68,10 +74,17 @@ def test_count_rejects(value):
         quantity.count(value)
 
 
-@pytest.mark.parametrize("unit, size", [
-    ("Gi", 1 << 30), ("Mi", 1 << 20), ("Ki", 1024), ("M", 10 ** 6), ("256Mi", 256 << 20),
-    ("1", 1),
-])
+@pytest.mark.parametrize(
+    "unit, size",
+    [
+        ("Gi", 1 << 30),
+        ("Mi", 1 << 20),
+        ("Ki", 1024),
+        ("M", 10**6),
+        ("256Mi", 256 << 20),
+        ("1", 1),
+    ],
+)
 def test_unit_bytes(unit, size):
     assert quantity.unit_bytes(unit) == size
 

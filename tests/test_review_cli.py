@@ -31,8 +31,11 @@ from webhook.core.decision import decide
 
 SEED = EXAMPLES / "cuda-sample.yaml"
 GPU_MEM = EXAMPLES / "cuda-sample-gpu-mem.yaml"
-TWO_GPUS = pod(container(limits={"nvidia.com/gpu": 2}), name="two-gpus",
-               node_selector={"aliyun.accelerator/nvidia_mem": "2048MiB"})
+TWO_GPUS = pod(
+    container(limits={"nvidia.com/gpu": 2}),
+    name="two-gpus",
+    node_selector={"aliyun.accelerator/nvidia_mem": "2048MiB"},
+)
 HAMI = pod(container(limits={"nvidia.com/gpumem": 3000}), name="hami")
 CRONJOB = workload("batch/v1", "CronJob", pod(), name="nightly")
 UID = "b9a1c0de-0000-4000-8000-000000000001"
@@ -50,32 +53,53 @@ def test_seed_is_allowed_unchanged():
     assert yaml.safe_load(out) == yaml.safe_load(SEED.read_text(encoding="utf-8"))
 
 
-@pytest.mark.parametrize(("stdin", "code"), [
-    (dump_all(HAMI), 0),
-    (dump_all(TWO_GPUS), 1),
-    (dump_all(HAMI, TWO_GPUS), 1),
-    (json.dumps(admission_review(TWO_GPUS, uid=UID)), 1),
-    (json.dumps(admission_review(HAMI, uid=UID)), 0),
-], ids=["mutated", "denied", "mutated-and-denied", "review-denied", "review-mutated"])
+@pytest.mark.parametrize(
+    ("stdin", "code"),
+    [
+        (dump_all(HAMI), 0),
+        (dump_all(TWO_GPUS), 1),
+        (dump_all(HAMI, TWO_GPUS), 1),
+        (json.dumps(admission_review(TWO_GPUS, uid=UID)), 1),
+        (json.dumps(admission_review(HAMI, uid=UID)), 0),
+    ],
+    ids=["mutated", "denied", "mutated-and-denied", "review-denied", "review-mutated"],
+)
 def test_exit_code_follows_the_verdicts(stdin, code):
     """0 when everything is allowed (rewritten or not), 1 as soon as one object is denied."""
     assert run_cli("review", "-", stdin=stdin)[0] == code
 
 
-@pytest.mark.parametrize(("argv", "stdin", "message"), [
-    (["review", "missing.yaml"], "", "missing.yaml: cannot read"),
-    (["review", "-"], "kind: Pod\nmetadata: x\n  name: y\n", "<stdin>: line 3: not valid YAML"),
-    (["review", "-"], "just a string\n", "not an object"),
-    (["review", "-"], '{"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview"}',
-     "AdmissionReview.request must be an object"),
-    (["review", str(SEED), "--policies", "no-such-policy.yaml"], "", "cannot load policies"),
-    (["review", str(SEED), "--policies", str(SEED)], "", "cannot load policies"),
-    (["review", str(SEED), "--no-such-flag"], "", "unrecognized arguments"),
-    (["review", str(SEED), "--output", "xml"], "", "invalid choice"),
-    (["review", "-"], "", "no objects to review in <stdin>"),
-    (["review", "-"], "# only a comment\n---\n", "no objects to review"),
-], ids=["unreadable-file", "bad-yaml", "not-an-object", "bad-review", "missing-policy",
-        "bad-policy", "unknown-flag", "unknown-output", "empty-stdin", "only-comments"])
+@pytest.mark.parametrize(
+    ("argv", "stdin", "message"),
+    [
+        (["review", "missing.yaml"], "", "missing.yaml: cannot read"),
+        (["review", "-"], "kind: Pod\nmetadata: x\n  name: y\n", "<stdin>: line 3: not valid YAML"),
+        (["review", "-"], "just a string\n", "not an object"),
+        (
+            ["review", "-"],
+            '{"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview"}',
+            "AdmissionReview.request must be an object",
+        ),
+        (["review", str(SEED), "--policies", "no-such-policy.yaml"], "", "cannot load policies"),
+        (["review", str(SEED), "--policies", str(SEED)], "", "cannot load policies"),
+        (["review", str(SEED), "--no-such-flag"], "", "unrecognized arguments"),
+        (["review", str(SEED), "--output", "xml"], "", "invalid choice"),
+        (["review", "-"], "", "no objects to review in <stdin>"),
+        (["review", "-"], "# only a comment\n---\n", "no objects to review"),
+    ],
+    ids=[
+        "unreadable-file",
+        "bad-yaml",
+        "not-an-object",
+        "bad-review",
+        "missing-policy",
+        "bad-policy",
+        "unknown-flag",
+        "unknown-output",
+        "empty-stdin",
+        "only-comments",
+    ],
+)
 def test_bad_input_and_usage_exit_2(argv, stdin, message, monkeypatch, tmp_path):
     """Unreadable input, bad YAML, a bad policy or a usage error: exit 2, message on stderr."""
     monkeypatch.chdir(tmp_path)
@@ -104,11 +128,13 @@ def test_standard_input(argv):
 
 def test_yaml_output_prints_allowed_objects_only():
     """`--output yaml` prints the rewritten or unchanged allowed objects; denials go to stderr."""
-    code, out, err = run_cli("review", "-", "--output", "yaml",
-                             stdin=dump_all(HAMI, TWO_GPUS, CRONJOB))
+    code, out, err = run_cli(
+        "review", "-", "--output", "yaml", stdin=dump_all(HAMI, TWO_GPUS, CRONJOB)
+    )
     assert code == 1
-    assert list(yaml.safe_load_all(out)) == [decide(o, default_policy()).obj
-                                             for o in (HAMI, CRONJOB)]
+    assert list(yaml.safe_load_all(out)) == [
+        decide(o, default_policy()).obj for o in (HAMI, CRONJOB)
+    ]
     assert "Denied: <stdin>#1 Pod/default/two-gpus: spec: the pod needs 2 GPUs" in err
 
 
@@ -132,7 +158,7 @@ def test_kind_list_and_multi_document_input():
 
 
 def test_directory_input(tmp_path):
-    """A directory is read recursively: .yaml, .yml and .json files, in name order; others ignored."""
+    """A directory is read recursively: .yaml, .yml and .json files in name order; no others."""
     (tmp_path / "sub").mkdir()
     (tmp_path / "b.yml").write_text(dump_all(TWO_GPUS), encoding="utf-8")
     (tmp_path / "sub" / "c.json").write_text(json.dumps(CRONJOB), encoding="utf-8")
@@ -140,20 +166,25 @@ def test_directory_input(tmp_path):
     (tmp_path / "notes.txt").write_text("not a manifest", encoding="utf-8")
     found = verdicts(str(tmp_path))
     assert [(v["where"], v["outcome"]) for v in found] == [
-        (f"{tmp_path / 'a.yaml'}#0", "mutated"), (f"{tmp_path / 'b.yml'}#0", "denied"),
-        (f"{tmp_path / 'sub' / 'c.json'}#0", "mutated")]
+        (f"{tmp_path / 'a.yaml'}#0", "mutated"),
+        (f"{tmp_path / 'b.yml'}#0", "denied"),
+        (f"{tmp_path / 'sub' / 'c.json'}#0", "mutated"),
+    ]
 
 
 def test_namespace_flag_governs_manifests_without_one():
     """`--namespace` applies to manifests that name none; kube-system is not governed."""
-    assert verdicts("-", "--namespace", "kube-system", stdin=dump_all(HAMI))[0]["outcome"] \
-        == "skipped"
-    assert verdicts("-", "--namespace", "team-a", stdin=dump_all(HAMI))[0]["ref"] \
-        == "Pod/team-a/hami"
+    assert (
+        verdicts("-", "--namespace", "kube-system", stdin=dump_all(HAMI))[0]["outcome"] == "skipped"
+    )
+    assert (
+        verdicts("-", "--namespace", "team-a", stdin=dump_all(HAMI))[0]["ref"] == "Pod/team-a/hami"
+    )
 
 
-@pytest.mark.parametrize("obj", [HAMI, TWO_GPUS, CRONJOB, SEED], ids=["mutated", "denied",
-                                                                       "cronjob", "seed"])
+@pytest.mark.parametrize(
+    "obj", [HAMI, TWO_GPUS, CRONJOB, SEED], ids=["mutated", "denied", "cronjob", "seed"]
+)
 @pytest.mark.parametrize("encode", [json.dumps, yaml.safe_dump], ids=["json", "yaml"])
 def test_admission_review_output_is_the_server_response(obj, encode):
     """For an AdmissionReview, `--output json` prints exactly the response `review` builds."""
@@ -180,7 +211,8 @@ def test_patch_output_has_one_patch_per_object():
     code, out, _ = run_cli("review", "-", "--output", "patch", stdin=dump_all(*objects))
     assert code == 1
     assert [json.loads(line) for line in out.splitlines()] == [
-        list(decide(o, default_policy()).patch) for o in objects]
+        list(decide(o, default_policy()).patch) for o in objects
+    ]
 
 
 def test_review_patch_decodes_to_patch_output():
@@ -207,8 +239,10 @@ def test_golden_output(name, monkeypatch):
     monkeypatch.chdir(REPO)
     argv, stdin = GOLDEN_CASES[name]
     code, out, err = run_cli("review", *argv, stdin=stdin)
-    text = (f"$ python -m webhook review {' '.join(argv)}\nexit {code}\n"
-            f"--- stdout\n{out}--- stderr\n{err}")
+    text = (
+        f"$ python -m webhook review {' '.join(argv)}\nexit {code}\n"
+        f"--- stdout\n{out}--- stderr\n{err}"
+    )
     check_golden(GOLDEN / "review" / f"{name}.txt", text)
 
 
@@ -216,6 +250,8 @@ def test_a_top_level_yaml_sequence_holds_documents_like_a_json_array():
     """`- {...}` lists in YAML are split into documents, as `[...]` is in JSON."""
     as_yaml = yaml.safe_dump([HAMI, TWO_GPUS])
     as_json = json.dumps([HAMI, TWO_GPUS])
-    assert run_cli("review", "-", "-o", "json", stdin=as_yaml)[:2] == \
-        run_cli("review", "-", "-o", "json", stdin=as_json)[:2]
+    assert (
+        run_cli("review", "-", "-o", "json", stdin=as_yaml)[:2]
+        == run_cli("review", "-", "-o", "json", stdin=as_json)[:2]
+    )
     assert run_cli("review", "-", stdin=as_yaml)[0] == 1

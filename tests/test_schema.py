@@ -23,20 +23,27 @@ from tests.helpers import (
     tainted_policy,
     workload,
 )
-from webhook.core.decision import decide
 from webhook.api.workload import dig
+from webhook.core.decision import decide
 
 KUBERNETES_VERSION = "1.33"
 POLICIES = {"default": default_policy(), "tainted": tainted_policy()}
 BUILT = {
-    "annotation": pod(container(limits={"cpu": "1"}),
-                      annotations={"lwgpu.io/gpu-memory": "1536Mi"}),
-    "requests-and-limits": pod(container(limits={"nvidia.com/gpumem": "3000"},
-                                         requests={"nvidia.com/gpumem": 3000, "cpu": "1"})),
-    "sidecar": pod(container("app"), init=(container(
-        "gpu-proxy", limits={"aliyun.com/gpu-mem": 1}, restartPolicy="Always"),)),
-    "resources-null-annotation": pod(container(resources=None),
-                                     annotations={"lwgpu.io/gpu-memory": "2Gi"}),
+    "annotation": pod(
+        container(limits={"cpu": "1"}), annotations={"lwgpu.io/gpu-memory": "1536Mi"}
+    ),
+    "requests-and-limits": pod(
+        container(
+            limits={"nvidia.com/gpumem": "3000"}, requests={"nvidia.com/gpumem": 3000, "cpu": "1"}
+        )
+    ),
+    "sidecar": pod(
+        container("app"),
+        init=(container("gpu-proxy", limits={"aliyun.com/gpu-mem": 1}, restartPolicy="Always"),),
+    ),
+    "resources-null-annotation": pod(
+        container(resources=None), annotations={"lwgpu.io/gpu-memory": "2Gi"}
+    ),
     **{kind: workload(api, kind, pod()) for api, kind in WORKLOAD_KINDS},
 }
 
@@ -46,16 +53,20 @@ def _sources() -> list[tuple[str, dict]]:
     return found + [(f"built:{name}", obj) for name, obj in BUILT.items()]
 
 
-REWRITTEN = [pytest.param(decision.obj, decision.path, id=f"{name}@{policy_name}")
-             for name, obj in _sources() for policy_name, policy in POLICIES.items()
-             if (decision := decide(obj, policy)).outcome == "mutated"]
+REWRITTEN = [
+    pytest.param(decision.obj, decision.path, id=f"{name}@{policy_name}")
+    for name, obj in _sources()
+    for policy_name, policy in POLICIES.items()
+    if (decision := decide(obj, policy)).outcome == "mutated"
+]
 
 
 def test_there_are_rewrites_to_validate():
     """Corpus, examples and built cases give rewrites of every workload kind under both policies."""
     ids = [p.id for p in REWRITTEN]
-    assert any(i.endswith("@tainted") for i in ids) and any(i.startswith("cuda-sample-gpu-mem")
-                                                             for i in ids)
+    assert any(i.endswith("@tainted") for i in ids) and any(
+        i.startswith("cuda-sample-gpu-mem") for i in ids
+    )
     assert len(ids) >= 2 * len(WORKLOAD_KINDS) + 6
 
 
@@ -79,7 +90,15 @@ def test_rewritten_object_matches_the_kubernetes_schema(obj, path):
     except kubernetes_validate.SchemaNotFoundError:
         template = dig(obj, path)
         if not path or not isinstance(template, dict):
-            pytest.skip(f"kubernetes-validate {KUBERNETES_VERSION} has no schema for "
-                        f"{obj.get('apiVersion')} {obj.get('kind')} (a custom resource)")
-        _validate({"apiVersion": "v1", "kind": "PodTemplate",
-                   "metadata": {"name": "rewritten"}, "template": template})
+            pytest.skip(
+                f"kubernetes-validate {KUBERNETES_VERSION} has no schema for "
+                f"{obj.get('apiVersion')} {obj.get('kind')} (a custom resource)"
+            )
+        _validate(
+            {
+                "apiVersion": "v1",
+                "kind": "PodTemplate",
+                "metadata": {"name": "rewritten"},
+                "template": template,
+            }
+        )

@@ -104,7 +104,8 @@ def test_unreachable_api_server_leaves_static_profiles(tmp_path, policy, discove
     dead = tmp_path / "kubeconfig"
     dead.write_text(
         '{"apiVersion": "v1", "kind": "Config", "current-context": "c", '
-        f'"clusters": [{{"name": "c", "cluster": {{"server": "http://127.0.0.1:{free_port()}"}}}}], '
+        '"clusters": [{"name": "c", "cluster": '
+        f'{{"server": "http://127.0.0.1:{free_port()}"}}}}], '
         '"users": [{"name": "u", "user": {}}], '
         '"contexts": [{"name": "c", "context": {"cluster": "c", "user": "u"}}]}'
     )

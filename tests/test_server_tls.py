@@ -135,7 +135,7 @@ class ReviewLoop(threading.Thread):
                 self.results.append(
                     (time.monotonic(), (status, body["response"]["uid"]), peer_der(conn.sock))
                 )
-            except Exception as exc:  # noqa: BLE001 - every failure is recorded and fails the test
+            except Exception as exc:
                 self.results.append((time.monotonic(), exc, None))
             finally:
                 conn.close()
@@ -180,9 +180,7 @@ def test_readyz_fails_while_the_certificate_is_unreadable(tmp_path, cert_sets):
     live = shutil.copytree(cert_sets[0], tmp_path / "live")
     with serving(tmp_path, POLICY, live) as server:
         (live / "tls.key").rename(live / "tls.key.away")
-        _, body = wait_for(
-            lambda: (s := server.get("/readyz"))[0] == 503 and s, what="/readyz 503"
-        )
+        _, body = wait_for(lambda: (s := server.get("/readyz"))[0] == 503 and s, what="/readyz 503")
         assert "tls.key" in orjson.loads(body)["problems"][0]
         (live / "tls.key.away").rename(live / "tls.key")
         wait_for(lambda: server.get("/readyz")[0] == 200, what="/readyz 200 again")

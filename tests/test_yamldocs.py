@@ -5,11 +5,17 @@ import pytest
 from webhook.policy.yamldocs import YamlError, load_all
 
 
-@pytest.mark.parametrize("text, message", [
-    ("a: [1,\nb: 2\n", "f.yaml: line 3: not valid YAML: expected ',' or ']'"),
-    ("ok: 1\nbad: \x07\n", "f.yaml: line 2: not valid YAML: special characters are not allowed"),
-    ("[" * 5000 + "]" * 5000, "f.yaml: not valid YAML: nested too deeply"),
-])
+@pytest.mark.parametrize(
+    "text, message",
+    [
+        ("a: [1,\nb: 2\n", "f.yaml: line 3: not valid YAML: expected ',' or ']'"),
+        (
+            "ok: 1\nbad: \x07\n",
+            "f.yaml: line 2: not valid YAML: special characters are not allowed",
+        ),
+        ("[" * 5000 + "]" * 5000, "f.yaml: not valid YAML: nested too deeply"),
+    ],
+)
 def test_errors_name_where(text, message):
     with pytest.raises(YamlError) as err:
         load_all(text, "f.yaml")

@@ -20,8 +20,9 @@ COMMANDS = (
 
 def build_parser() -> argparse.ArgumentParser:
     """The full parser with every registered sub-command."""
-    parser = argparse.ArgumentParser(prog="python -m webhook",
-                                     description="Admission webhook for lightweight GPU nodes.")
+    parser = argparse.ArgumentParser(
+        prog="python -m webhook", description="Admission webhook for lightweight GPU nodes."
+    )
     subparsers = parser.add_subparsers(dest="command", required=True)
     for module in COMMANDS:
         importlib.import_module(module).register(subparsers)

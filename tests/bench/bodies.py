@@ -36,8 +36,13 @@ def _defaulted_container(container: dict) -> dict:
         "imagePullPolicy": "IfNotPresent",
         "terminationMessagePath": "/dev/termination-log",
         "terminationMessagePolicy": "File",
-        "volumeMounts": [{"name": "kube-api-access-7xk2p", "readOnly": True,
-                          "mountPath": "/var/run/secrets/kubernetes.io/serviceaccount"}],
+        "volumeMounts": [
+            {
+                "name": "kube-api-access-7xk2p",
+                "readOnly": True,
+                "mountPath": "/var/run/secrets/kubernetes.io/serviceaccount",
+            }
+        ],
     }
 
 
@@ -48,8 +53,16 @@ def seed_pod() -> dict:
     labels = {**template["metadata"]["labels"], "pod-template-hash": "6d4cf56db6"}
     token = {"serviceAccountToken": {"expirationSeconds": 3607, "path": "token"}}
     ca = {"configMap": {"name": "kube-root-ca.crt", "items": [{"key": "ca.crt", "path": "ca.crt"}]}}
-    namespace = {"downwardAPI": {"items": [{"path": "namespace", "fieldRef": {
-        "apiVersion": "v1", "fieldPath": "metadata.namespace"}}]}}
+    namespace = {
+        "downwardAPI": {
+            "items": [
+                {
+                    "path": "namespace",
+                    "fieldRef": {"apiVersion": "v1", "fieldPath": "metadata.namespace"},
+                }
+            ]
+        }
+    }
     return {
         "apiVersion": "v1",
         "kind": "Pod",
@@ -57,18 +70,36 @@ def seed_pod() -> dict:
             "generateName": "cuda-sample-6d4cf56db6-",
             "namespace": "default",
             "labels": labels,
-            "ownerReferences": [{"apiVersion": "apps/v1", "kind": "ReplicaSet",
-                                 "name": "cuda-sample-6d4cf56db6",
-                                 "uid": "4b1f0c57-2f7e-4f0e-9a0b-6a1d2b3c4d5e",
-                                 "controller": True, "blockOwnerDeletion": True}],
-            "managedFields": [{"manager": "kube-controller-manager", "operation": "Update",
-                               "apiVersion": "v1", "time": "2024-05-01T10:00:00Z",
-                               "fieldsType": "FieldsV1", "fieldsV1": {"f:metadata": {
-                                   "f:generateName": {}, "f:labels": {".": {}, "f:app": {}}}}}],
+            "ownerReferences": [
+                {
+                    "apiVersion": "apps/v1",
+                    "kind": "ReplicaSet",
+                    "name": "cuda-sample-6d4cf56db6",
+                    "uid": "4b1f0c57-2f7e-4f0e-9a0b-6a1d2b3c4d5e",
+                    "controller": True,
+                    "blockOwnerDeletion": True,
+                }
+            ],
+            "managedFields": [
+                {
+                    "manager": "kube-controller-manager",
+                    "operation": "Update",
+                    "apiVersion": "v1",
+                    "time": "2024-05-01T10:00:00Z",
+                    "fieldsType": "FieldsV1",
+                    "fieldsV1": {
+                        "f:metadata": {"f:generateName": {}, "f:labels": {".": {}, "f:app": {}}}
+                    },
+                }
+            ],
         },
         "spec": {
-            "volumes": [{"name": "kube-api-access-7xk2p", "projected": {
-                "sources": [token, ca, namespace], "defaultMode": 420}}],
+            "volumes": [
+                {
+                    "name": "kube-api-access-7xk2p",
+                    "projected": {"sources": [token, ca, namespace], "defaultMode": 420},
+                }
+            ],
             "containers": [_defaulted_container(c) for c in spec["containers"]],
             "restartPolicy": "Always",
             "terminationGracePeriodSeconds": 30,
@@ -78,9 +109,14 @@ def seed_pod() -> dict:
             "securityContext": {},
             "schedulerName": "default-scheduler",
             "tolerations": [
-                {"key": f"node.kubernetes.io/{taint}", "operator": "Exists",
-                 "effect": "NoExecute", "tolerationSeconds": 300}
-                for taint in ("not-ready", "unreachable")],
+                {
+                    "key": f"node.kubernetes.io/{taint}",
+                    "operator": "Exists",
+                    "effect": "NoExecute",
+                    "tolerationSeconds": 300,
+                }
+                for taint in ("not-ready", "unreachable")
+            ],
             "priority": 0,
             "enableServiceLinks": True,
             "preemptionPolicy": "PreemptLowerPriority",
@@ -99,15 +135,21 @@ def lightweight_pod() -> dict:
 
 def sidecar(index: int, env: int = 4) -> dict:
     """A plain (non-GPU) container such as a log shipper or proxy, with `env` variables."""
-    return _defaulted_container({
-        "name": f"sidecar-{index}",
-        "image": f"registry.example.com/team/sidecar-{index}:1.{index}.0",
-        "args": ["--port", str(9000 + index), "--log-level", "info"],
-        "ports": [{"name": f"http-{index}", "containerPort": 9000 + index, "protocol": "TCP"}],
-        "env": [{"name": f"SIDECAR_{index}_SETTING_{n}", "value": f"value-{n}"} for n in range(env)],
-        "resources": {"requests": {"cpu": "50m", "memory": "64Mi"},
-                      "limits": {"cpu": "200m", "memory": "128Mi"}},
-    })
+    return _defaulted_container(
+        {
+            "name": f"sidecar-{index}",
+            "image": f"registry.example.com/team/sidecar-{index}:1.{index}.0",
+            "args": ["--port", str(9000 + index), "--log-level", "info"],
+            "ports": [{"name": f"http-{index}", "containerPort": 9000 + index, "protocol": "TCP"}],
+            "env": [
+                {"name": f"SIDECAR_{index}_SETTING_{n}", "value": f"value-{n}"} for n in range(env)
+            ],
+            "resources": {
+                "requests": {"cpu": "50m", "memory": "64Mi"},
+                "limits": {"cpu": "200m", "memory": "128Mi"},
+            },
+        }
+    )
 
 
 def pod_with_containers(count: int) -> dict:
@@ -134,7 +176,7 @@ def pod_near_limit(size: int = NEAR_LIMIT) -> dict:
 
 
 def review(obj: dict, namespace: str = "default") -> dict:
-    """An `admission.k8s.io/v1` AdmissionReview CREATE request for `obj`, as the apiserver sends it."""
+    """An `admission.k8s.io/v1` AdmissionReview CREATE for `obj`, as the apiserver sends it."""
     group, _, version = obj["apiVersion"].rpartition("/")
     kind = obj["kind"]
     gvk = {"group": group, "version": version, "kind": kind}
@@ -149,10 +191,15 @@ def review(obj: dict, namespace: str = "default") -> dict:
             "requestResource": {"group": group, "version": version, "resource": kind.lower() + "s"},
             "namespace": namespace,
             "operation": "CREATE",
-            "userInfo": {"username": "system:serviceaccount:kube-system:replicaset-controller",
-                         "uid": "a3c4e5f6-0000-4000-8000-000000000001",
-                         "groups": ["system:serviceaccounts", "system:serviceaccounts:kube-system",
-                                    "system:authenticated"]},
+            "userInfo": {
+                "username": "system:serviceaccount:kube-system:replicaset-controller",
+                "uid": "a3c4e5f6-0000-4000-8000-000000000001",
+                "groups": [
+                    "system:serviceaccounts",
+                    "system:serviceaccounts:kube-system",
+                    "system:authenticated",
+                ],
+            },
             "object": obj,
             "oldObject": None,
             "dryRun": False,

@@ -57,8 +57,16 @@ POLL_S = 0.25
 TICKS_PER_S = os.sysconf("SC_CLK_TCK")
 
 
-def wrk(url: str, body: Path, script: Path, *, connections: int, duration_s: float,
-        limit_per_thread: int = 0, until: Callable[[], bool] | None = None) -> dict:
+def wrk(
+    url: str,
+    body: Path,
+    script: Path,
+    *,
+    connections: int,
+    duration_s: float,
+    limit_per_thread: int = 0,
+    until: Callable[[], bool] | None = None,
+) -> dict:
     """One wrk run against `url`: requests, throughput, latency percentiles and errors.
 
     wrk always sleeps out its `-d` duration; when `until()` turns true (polled a few
@@ -66,10 +74,23 @@ def wrk(url: str, body: Path, script: Path, *, connections: int, duration_s: flo
     """
     threads = min(2, connections)
     env = {**os.environ, "LWGPU_BENCH_BODY": str(body), "LWGPU_BENCH_LIMIT": str(limit_per_thread)}
-    command = ["wrk", "-t", str(threads), "-c", str(connections), "-d", f"{duration_s:g}s",
-               "--timeout", "5s", "-s", str(script), url]
-    with subprocess.Popen(command, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                          text=True) as process:
+    command = [
+        "wrk",
+        "-t",
+        str(threads),
+        "-c",
+        str(connections),
+        "-d",
+        f"{duration_s:g}s",
+        "--timeout",
+        "5s",
+        "-s",
+        str(script),
+        url,
+    ]
+    with subprocess.Popen(
+        command, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+    ) as process:
         try:
             deadline = time.monotonic() + duration_s + WRK_SLACK_S
             while process.poll() is None and time.monotonic() < deadline:
@@ -102,8 +123,16 @@ def _prepare(workdir: Path, body: bytes) -> tuple[Path, Path, Path]:
 
 
 def _server_args(tls: Path, workers: int, threads: int) -> list[str]:
-    return ["--tls-cert", str(tls / "tls.crt"), "--tls-key", str(tls / "tls.key"),
-            "--workers", str(workers), "--threads", str(threads)]
+    return [
+        "--tls-cert",
+        str(tls / "tls.crt"),
+        "--tls-key",
+        str(tls / "tls.key"),
+        "--workers",
+        str(workers),
+        "--threads",
+        str(threads),
+    ]
 
 
 def _check_answers(webhook: procs.Server, noop: procs.Server, body: bytes) -> str:
@@ -119,17 +148,20 @@ def _check_answers(webhook: procs.Server, noop: procs.Server, body: bytes) -> st
 
 
 def _aggregate(runs: list[dict]) -> dict:
-    return {"rps": round(statistics.median(r["rps"] for r in runs), 1),
-            "p50_ms": round(statistics.median(r["p50_us"] for r in runs) / 1000, 3),
-            "p99_ms": round(statistics.median(r["p99_us"] for r in runs) / 1000, 3),
-            "errors": sum(r["errors_total"] for r in runs),
-            "busiest_worker_share": max(r["busiest_worker_share"] for r in runs),
-            "cpu_us_per_request": statistics.median(r["cpu_us_per_request"] for r in runs),
-            "runs": runs}
+    return {
+        "rps": round(statistics.median(r["rps"] for r in runs), 1),
+        "p50_ms": round(statistics.median(r["p50_us"] for r in runs) / 1000, 3),
+        "p99_ms": round(statistics.median(r["p99_us"] for r in runs) / 1000, 3),
+        "errors": sum(r["errors_total"] for r in runs),
+        "busiest_worker_share": max(r["busiest_worker_share"] for r in runs),
+        "cpu_us_per_request": statistics.median(r["cpu_us_per_request"] for r in runs),
+        "runs": runs,
+    }
 
 
-def _measured(server: procs.Server, url: str, body: Path, script: Path, connections: int,
-              duration_s: float) -> dict:
+def _measured(
+    server: procs.Server, url: str, body: Path, script: Path, connections: int, duration_s: float
+) -> dict:
     """A wrk run, plus how the servers' workers shared the CPU during it.
 
     gthread workers accept from one shared socket, so a few keep-alive connections
@@ -139,7 +171,7 @@ def _measured(server: procs.Server, url: str, body: Path, script: Path, connecti
     pids = procs.workers(server.process.pid)
     before = [procs.cpu_ticks(pid) for pid in pids]
     result = wrk(url, body, script, connections=connections, duration_s=duration_s)
-    used = [procs.cpu_ticks(pid) - start for pid, start in zip(pids, before)]
+    used = [procs.cpu_ticks(pid) - start for pid, start in zip(pids, before, strict=False)]
     result["worker_cpu_ticks"] = used
     # CPU per request does not depend on how connections fell between the workers.
     result["cpu_us_per_request"] = round(sum(used) / TICKS_PER_S * 1e6 / max(1, result["requests"]))
@@ -147,19 +179,35 @@ def _measured(server: procs.Server, url: str, body: Path, script: Path, connecti
     return result
 
 
-def end_to_end(workdir: Path, body: bytes, *, connections: tuple[int, ...] = (8, 64),
-               duration_s: float = 6, warmup_s: float = 2, repeats: int = 5,
-               workers: int = 2, threads: int = 8) -> dict:
+def end_to_end(
+    workdir: Path,
+    body: bytes,
+    *,
+    connections: tuple[int, ...] = (8, 64),
+    duration_s: float = 6,
+    warmup_s: float = 2,
+    repeats: int = 5,
+    workers: int = 2,
+    threads: int = 8,
+) -> dict:
     """wrk against `webhook serve` and the no-op app, alternating, for each connection count."""
     tls, body_file, script = _prepare(workdir, body)
     args = _server_args(tls, workers, threads)
-    results: dict = {"workers": workers, "threads": threads, "duration_s": duration_s,
-                     "repeats": repeats, "body_bytes": len(body), "levels": []}
+    results: dict = {
+        "workers": workers,
+        "threads": threads,
+        "duration_s": duration_s,
+        "repeats": repeats,
+        "body_bytes": len(body),
+        "levels": [],
+    }
     with ExitStack() as stack:
-        webhook = stack.enter_context(procs.serving(
-            "webhook", "webhook", ["serve", *args], tls / "ca.crt", workdir))
-        noop = stack.enter_context(procs.serving(
-            "noop", "tests.bench.noop", args, tls / "ca.crt", workdir))
+        webhook = stack.enter_context(
+            procs.serving("webhook", "webhook", ["serve", *args], tls / "ca.crt", workdir)
+        )
+        noop = stack.enter_context(
+            procs.serving("noop", "tests.bench.noop", args, tls / "ca.crt", workdir)
+        )
         results["decision"] = _check_answers(webhook, noop, body)
         for count in connections:
             runs: dict[str, list[dict]] = {"webhook": [], "noop": []}
@@ -168,22 +216,35 @@ def end_to_end(workdir: Path, body: bytes, *, connections: tuple[int, ...] = (8,
                 for server in order:
                     url = server.url + "/mutate"
                     wrk(url, body_file, script, connections=count, duration_s=warmup_s)
-                    runs[server.name].append(_measured(server, url, body_file, script, count,
-                                                       duration_s))
-            level = {"connections": count, "webhook": _aggregate(runs["webhook"]),
-                     "noop": _aggregate(runs["noop"])}
+                    runs[server.name].append(
+                        _measured(server, url, body_file, script, count, duration_s)
+                    )
+            level = {
+                "connections": count,
+                "webhook": _aggregate(runs["webhook"]),
+                "noop": _aggregate(runs["noop"]),
+            }
             level["ratio_rps"] = round(level["webhook"]["rps"] / level["noop"]["rps"], 3)
             # Each repeat ran the two servers back to back: its ratio saw the same machine
             # load, so the spread of these ratios shows how far one run's ratio can be trusted.
-            level["pair_ratios"] = [round(hook["rps"] / floor["rps"], 3)
-                                    for hook, floor in zip(runs["webhook"], runs["noop"])]
+            level["pair_ratios"] = [
+                round(hook["rps"] / floor["rps"], 3)
+                for hook, floor in zip(runs["webhook"], runs["noop"], strict=False)
+            ]
             results["levels"].append(level)
     return results
 
 
-def memory(workdir: Path, body: bytes, *, checkpoints: tuple[int, ...] = (10_000, 50_000),
-           connections: int = 8, workers: int = 2, threads: int = 8,
-           max_phase_s: float = 300) -> dict:
+def memory(
+    workdir: Path,
+    body: bytes,
+    *,
+    checkpoints: tuple[int, ...] = (10_000, 50_000),
+    connections: int = 8,
+    workers: int = 2,
+    threads: int = 8,
+    max_phase_s: float = 300,
+) -> dict:
     """RSS/PSS of a fresh `webhook serve` (master + workers) at start and after each checkpoint.
 
     Reviews are counted by the server's own metrics; each phase is bounded both by
@@ -191,18 +252,32 @@ def memory(workdir: Path, body: bytes, *, checkpoints: tuple[int, ...] = (10_000
     """
     tls, body_file, script = _prepare(workdir, body)
     samples = []
-    with procs.serving("webhook-memory", "webhook", ["serve", *_server_args(tls, workers, threads)],
-                       tls / "ca.crt", workdir) as server:
+    with procs.serving(
+        "webhook-memory",
+        "webhook",
+        ["serve", *_server_args(tls, workers, threads)],
+        tls / "ca.crt",
+        workdir,
+    ) as server:
         samples.append({"reviews": server.reviews(), **procs.memory(server.process.pid)})
         for target in checkpoints:
             missing = target - server.reviews()
             if missing > 0:
                 threads_used = min(2, connections)
-                wrk(server.url + "/mutate", body_file, script, connections=connections,
-                    duration_s=max_phase_s, limit_per_thread=-(-missing // threads_used),
-                    until=lambda goal=target: server.reviews() >= goal)
+                wrk(
+                    server.url + "/mutate",
+                    body_file,
+                    script,
+                    connections=connections,
+                    duration_s=max_phase_s,
+                    limit_per_thread=-(-missing // threads_used),
+                    until=lambda goal=target: server.reviews() >= goal,
+                )
             samples.append({"reviews": server.reviews(), **procs.memory(server.process.pid)})
     first, last = samples[1], samples[-1]
     growth = round(last["rss_mib"] - first["rss_mib"], 1)
-    return {"samples": samples, "growth_rss_mib": growth,
-            "growth_pct": round(100 * growth / first["rss_mib"], 2)}
+    return {
+        "samples": samples,
+        "growth_rss_mib": growth,
+        "growth_pct": round(100 * growth / first["rss_mib"], 2),
+    }

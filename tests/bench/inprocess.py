@@ -44,12 +44,21 @@ def orjson_floor(body: bytes) -> bytes:
 
 def _compare(body: bytes, policies: PolicySet, budget_s: float) -> dict:
     rounds = 100 if len(body) > BIG_BODY else 20000
-    stats = interleaved({"review": partial(review_bytes, body, policies),
-                         "json": partial(json_floor, body), "orjson": partial(orjson_floor, body)},
-                        budget_s=budget_s, max_rounds=rounds)
+    stats = interleaved(
+        {
+            "review": partial(review_bytes, body, policies),
+            "json": partial(json_floor, body),
+            "orjson": partial(orjson_floor, body),
+        },
+        budget_s=budget_s,
+        max_rounds=rounds,
+    )
     review = stats["review"]["median_us"]
-    return {**stats, "ratio_json": round(review / stats["json"]["median_us"], 3),
-            "ratio_orjson": round(review / stats["orjson"]["median_us"], 3)}
+    return {
+        **stats,
+        "ratio_json": round(review / stats["json"]["median_us"], 3),
+        "ratio_orjson": round(review / stats["orjson"]["median_us"], 3),
+    }
 
 
 def cases(policies: PolicySet, budget_s: float = 3.0) -> list[dict]:
@@ -57,15 +66,22 @@ def cases(policies: PolicySet, budget_s: float = 3.0) -> list[dict]:
     rows = []
     for name, body in bodies.cases().items():
         decided = admission.review(orjson.loads(body), policies).decision
-        rows.append({"case": name, "bytes": len(body), "decision": decided,
-                     **_compare(body, policies, budget_s)})
+        rows.append(
+            {
+                "case": name,
+                "bytes": len(body),
+                "decision": decided,
+                **_compare(body, policies, budget_s),
+            }
+        )
     return rows
 
 
 def _exponent(ys: list[float]) -> float:
     """k in (cost(n) - cost(1)) ~ n^k, from the two largest sizes of `GROWTH`."""
     return math.log(max(ys[-1] - ys[0], 1e-9) / max(ys[-2] - ys[0], 1e-9)) / math.log(
-        (GROWTH[-1] - 1) / (GROWTH[-2] - 1))
+        (GROWTH[-1] - 1) / (GROWTH[-2] - 1)
+    )
 
 
 def growth(policies: PolicySet, budget_s: float = 12.0, passes: int = 3) -> dict:
@@ -84,25 +100,43 @@ def growth(policies: PolicySet, budget_s: float = 12.0, passes: int = 3) -> dict
     for sweep in range(passes):
         for count in GROWTH if sweep % 2 == 0 else GROWTH[::-1]:
             body = sized[count]
-            samples[count].append(interleaved(
-                {"review": partial(review_bytes, body, policies), "parse": partial(orjson.loads, body),
-                 "json": partial(json_floor, body), "orjson": partial(orjson_floor, body)},
-                budget_s=budget_s / passes / len(GROWTH), max_rounds=20000))
+            samples[count].append(
+                interleaved(
+                    {
+                        "review": partial(review_bytes, body, policies),
+                        "parse": partial(orjson.loads, body),
+                        "json": partial(json_floor, body),
+                        "orjson": partial(orjson_floor, body),
+                    },
+                    budget_s=budget_s / passes / len(GROWTH),
+                    max_rounds=20000,
+                )
+            )
     points = []
     for count, body in sized.items():
         point = {"containers": count, "bytes": len(body)}
         for name in ("review", "parse", "json", "orjson"):
-            point[name] = {"median_us": round(statistics.median(
-                s[name]["median_us"] for s in samples[count]), 2)}
-        point["decision"] = {"median_us": round(
-            point["review"]["median_us"] - point["parse"]["median_us"], 2)}
+            point[name] = {
+                "median_us": round(
+                    statistics.median(s[name]["median_us"] for s in samples[count]), 2
+                )
+            }
+        point["decision"] = {
+            "median_us": round(point["review"]["median_us"] - point["parse"]["median_us"], 2)
+        }
         point["ratio_json"] = round(point["review"]["median_us"] / point["json"]["median_us"], 3)
         points.append(point)
     fits = {}
     for name in ("review", "decision", "json", "orjson"):
         ys = [p[name]["median_us"] for p in points]
         slope, intercept = statistics.linear_regression(GROWTH, ys)
-        fits[name] = {"us_per_container": round(slope, 3), "intercept_us": round(intercept, 2),
-                      "exponent": round(_exponent(ys), 3)}
-    return {"points": points, "fits": fits,
-            "linear": fits["decision"]["exponent"] <= LINEAR_EXPONENT_MAX}
+        fits[name] = {
+            "us_per_container": round(slope, 3),
+            "intercept_us": round(intercept, 2),
+            "exponent": round(_exponent(ys), 3),
+        }
+    return {
+        "points": points,
+        "fits": fits,
+        "linear": fits["decision"]["exponent"] <= LINEAR_EXPONENT_MAX,
+    }

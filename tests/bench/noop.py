@@ -25,14 +25,18 @@ def create_app() -> Flask:
 
     def allow() -> Response:
         review = orjson.loads(request.get_data())
-        answer = {"apiVersion": review.get("apiVersion"), "kind": review.get("kind"),
-                  "response": {"uid": review["request"]["uid"], "allowed": True}}
+        answer = {
+            "apiVersion": review.get("apiVersion"),
+            "kind": review.get("kind"),
+            "response": {"uid": review["request"]["uid"], "allowed": True},
+        }
         return Response(orjson.dumps(answer), mimetype="application/json")
 
     app.add_url_rule("/mutate", "mutate", allow, methods=["POST"])
     app.add_url_rule("/validate", "validate", allow, methods=["POST"])
-    app.add_url_rule("/healthz", "healthz", lambda: Response(b'{"status":"ok"}',
-                                                             mimetype="application/json"))
+    app.add_url_rule(
+        "/healthz", "healthz", lambda: Response(b'{"status":"ok"}', mimetype="application/json")
+    )
     return app
 
 
@@ -53,8 +57,17 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--workers", type=int, default=2)
     parser.add_argument("--threads", type=int, default=8)
     args = parser.parse_args(argv)
-    NoopApplication(ServeSettings("127.0.0.1", args.port, Path(DEFAULT_POLICIES), args.tls_cert,
-                                  args.tls_key, args.workers, args.threads)).run()
+    NoopApplication(
+        ServeSettings(
+            "127.0.0.1",
+            args.port,
+            Path(DEFAULT_POLICIES),
+            args.tls_cert,
+            args.tls_key,
+            args.workers,
+            args.threads,
+        )
+    ).run()
 
 
 if __name__ == "__main__":

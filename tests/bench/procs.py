@@ -78,15 +78,22 @@ class Server:
         status, data = self.get("/metrics")
         if status != 200:
             raise RuntimeError(f"{self.name}: GET /metrics answered {status}")
-        return int(sum(sample.value for family in text_string_to_metric_families(data.decode())
-                       for sample in family.samples
-                       if sample.name == "lwgpu_admission_reviews_total"))
+        return int(
+            sum(
+                sample.value
+                for family in text_string_to_metric_families(data.decode())
+                for sample in family.samples
+                if sample.name == "lwgpu_admission_reviews_total"
+            )
+        )
 
 
 def _healthy(server: Server, log: Path) -> bool:
     if server.process.poll() is not None:
-        raise RuntimeError(f"{server.name} exited with {server.process.returncode}:\n"
-                           f"{log.read_text(errors='replace')[-3000:]}")
+        raise RuntimeError(
+            f"{server.name} exited with {server.process.returncode}:\n"
+            f"{log.read_text(errors='replace')[-3000:]}"
+        )
     try:
         return server.get("/healthz")[0] == 200
     except (OSError, ssl.SSLError, http.client.HTTPException):
@@ -98,10 +105,8 @@ def stop(process: subprocess.Popen) -> None:
     if process.poll() is None:
         with contextlib.suppress(ProcessLookupError):
             os.killpg(process.pid, signal.SIGTERM)
-        try:
+        with contextlib.suppress(subprocess.TimeoutExpired):
             process.wait(STOP_GRACE_S)
-        except subprocess.TimeoutExpired:
-            pass
     # Workers orphaned by a master killed from outside still hold the group id.
     with contextlib.suppress(ProcessLookupError):
         os.killpg(process.pid, signal.SIGKILL)
@@ -116,10 +121,16 @@ def serving(name: str, module: str, args: list[str], ca: Path, workdir: Path) ->
     env = {k: v for k, v in os.environ.items() if k != "PROMETHEUS_MULTIPROC_DIR"}
     env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(REPO), env.get("PYTHONPATH")]))
     with open(stdout, "wb") as out, open(stderr, "wb") as err:
-        process = subprocess.Popen([sys.executable, "-m", module, *args, "--port", str(port)],
-                                   cwd=REPO, env=env, stdout=out, stderr=err,
-                                   # The benchmark runs no threads, so preexec_fn is safe here.
-                                   start_new_session=True, preexec_fn=_die_with_parent)  # noqa: PLW1509
+        process = subprocess.Popen(
+            [sys.executable, "-m", module, *args, "--port", str(port)],
+            cwd=REPO,
+            env=env,
+            stdout=out,
+            stderr=err,
+            # The benchmark runs no threads, so preexec_fn is safe here.
+            start_new_session=True,
+            preexec_fn=_die_with_parent,
+        )
     server = Server(name, process, port, ca)
     try:
         deadline = time.monotonic() + START_TIMEOUT_S
@@ -171,8 +182,10 @@ def memory(master: int) -> dict:
     pids = [master, *_children(master)]
     rss = {pid: _status_kib(pid, "VmRSS") for pid in pids}
     pss = {pid: _status_kib(pid, "Pss", "smaps_rollup") for pid in pids}
-    return {"processes": len(pids),
-            "rss_mib": round(sum(rss.values()) / 1024, 1),
-            "pss_mib": round(sum(pss.values()) / 1024, 1),
-            "master_rss_mib": round(rss[master] / 1024, 1),
-            "worker_rss_mib": [round(rss[pid] / 1024, 1) for pid in pids[1:]]}
+    return {
+        "processes": len(pids),
+        "rss_mib": round(sum(rss.values()) / 1024, 1),
+        "pss_mib": round(sum(pss.values()) / 1024, 1),
+        "master_rss_mib": round(rss[master] / 1024, 1),
+        "worker_rss_mib": [round(rss[pid] / 1024, 1) for pid in pids[1:]],
+    }

@@ -38,8 +38,13 @@ OUT = Path(__file__).resolve().parents[2] / "bench-results"
 
 
 def _commit() -> str:
-    done = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True,
-                          cwd=OUT.parent, check=False)
+    done = subprocess.run(
+        ["git", "rev-parse", "--short", "HEAD"],
+        capture_output=True,
+        text=True,
+        cwd=OUT.parent,
+        check=False,
+    )
     return done.stdout.strip() or "unknown"
 
 
@@ -48,15 +53,23 @@ def _load() -> str:
 
 
 def _parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="python -m tests.bench.run", description=__doc__,
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--only", nargs="+", choices=PARTS, default=list(PARTS),
-                        help="parts to run (default: all)")
-    parser.add_argument("--quick", action="store_true",
-                        help="short runs (1 s in-process budgets, 3 s wrk runs, 2k/6k reviews)")
+    parser = argparse.ArgumentParser(
+        prog="python -m tests.bench.run",
+        description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    parser.add_argument(
+        "--only", nargs="+", choices=PARTS, default=list(PARTS), help="parts to run (default: all)"
+    )
+    parser.add_argument(
+        "--quick",
+        action="store_true",
+        help="short runs (1 s in-process budgets, 3 s wrk runs, 2k/6k reviews)",
+    )
     parser.add_argument("--duration", type=float, default=6, help="seconds per wrk run")
-    parser.add_argument("--repeats", type=int, default=5,
-                        help="back-to-back wrk runs per server and level")
+    parser.add_argument(
+        "--repeats", type=int, default=5, help="back-to-back wrk runs per server and level"
+    )
     parser.add_argument("--workers", type=int, default=2)
     parser.add_argument("--threads", type=int, default=8)
     parser.add_argument("--out", type=Path, default=OUT, help="folder for the JSON and Markdown")
@@ -68,9 +81,14 @@ def run(args: argparse.Namespace) -> dict:
     quick = args.quick
     policies = load_policies(DEFAULT_POLICIES)
     seed = bodies.body(bodies.seed_pod())
-    results: dict = {"started": datetime.now(UTC).isoformat(timespec="seconds"),
-                     "commit": _commit(), "cpus": os.cpu_count(), "python": platform.python_version(),
-                     "load_before": _load(), "steadiness_before": timing.steadiness()}
+    results: dict = {
+        "started": datetime.now(UTC).isoformat(timespec="seconds"),
+        "commit": _commit(),
+        "cpus": os.cpu_count(),
+        "python": platform.python_version(),
+        "load_before": _load(),
+        "steadiness_before": timing.steadiness(),
+    }
     if "inprocess" in args.only:
         results["inprocess"] = inprocess.cases(policies, budget_s=1.0 if quick else 3.0)
     if "growth" in args.only:
@@ -80,13 +98,22 @@ def run(args: argparse.Namespace) -> dict:
             results["breakdown"] = _breakdown(Path(scratch), budget_s=2.0 if quick else 6.0)
         if "e2e" in args.only:
             results["e2e"] = e2e.end_to_end(
-                Path(scratch) / "e2e", seed, duration_s=3 if quick else args.duration,
-                warmup_s=1 if quick else 2, repeats=1 if quick else args.repeats,
-                workers=args.workers, threads=args.threads)
+                Path(scratch) / "e2e",
+                seed,
+                duration_s=3 if quick else args.duration,
+                warmup_s=1 if quick else 2,
+                repeats=1 if quick else args.repeats,
+                workers=args.workers,
+                threads=args.threads,
+            )
         if "memory" in args.only:
             results["memory"] = e2e.memory(
-                Path(scratch) / "memory", seed, workers=args.workers, threads=args.threads,
-                checkpoints=(2_000, 6_000) if quick else (10_000, 50_000))
+                Path(scratch) / "memory",
+                seed,
+                workers=args.workers,
+                threads=args.threads,
+                checkpoints=(2_000, 6_000) if quick else (10_000, 50_000),
+            )
     results["load_after"] = _load()
     results["steadiness_after"] = timing.steadiness()
     results["targets"] = report.targets(results)
@@ -98,8 +125,13 @@ def _breakdown(scratch: Path, budget_s: float) -> dict:
     (scratch / "metrics").mkdir()
     env = {**os.environ, "PROMETHEUS_MULTIPROC_DIR": str(scratch / "metrics")}
     out = scratch / "breakdown.json"
-    subprocess.run([sys.executable, "-m", "tests.bench.wsgi", str(out), str(budget_s)],
-                   cwd=OUT.parent, env=env, check=True, timeout=budget_s + 120)
+    subprocess.run(
+        [sys.executable, "-m", "tests.bench.wsgi", str(out), str(budget_s)],
+        cwd=OUT.parent,
+        env=env,
+        check=True,
+        timeout=budget_s + 120,
+    )
     return orjson.loads(out.read_bytes())
 
 
@@ -125,8 +157,10 @@ def main(argv: list[str] | None = None) -> int:
     for name in (f"bench-{stamp}.json", "latest.json"):
         (args.out / name).write_bytes(data)
     (args.out / "latest.md").write_text(text)
-    print(f"wrote {args.out / 'latest.json'} and {args.out / 'latest.md'} "
-          f"({results['elapsed_s']} s)", file=sys.stderr)
+    print(
+        f"wrote {args.out / 'latest.json'} and {args.out / 'latest.md'} ({results['elapsed_s']} s)",
+        file=sys.stderr,
+    )
     return 0
 
 

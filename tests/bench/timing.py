@@ -22,12 +22,21 @@ def percentile(values: list[float], fraction: float) -> float:
 def summary(samples_ns: list[int]) -> dict:
     """Median, p99 and count of samples in nanoseconds, as microseconds."""
     micros = [s / 1000 for s in samples_ns]
-    return {"median_us": round(statistics.median(micros), 2),
-            "p99_us": round(percentile(micros, 0.99), 2), "n": len(micros)}
+    return {
+        "median_us": round(statistics.median(micros), 2),
+        "p99_us": round(percentile(micros, 0.99), 2),
+        "n": len(micros),
+    }
 
 
-def interleaved(functions: dict[str, Callable[[], object]], *, budget_s: float,
-                max_rounds: int, min_rounds: int = 5, warmup: int = 3) -> dict[str, dict]:
+def interleaved(
+    functions: dict[str, Callable[[], object]],
+    *,
+    budget_s: float,
+    max_rounds: int,
+    min_rounds: int = 5,
+    warmup: int = 3,
+) -> dict[str, dict]:
     """Call every function once per round, rotating the order, and time each call.
 
     Stops after `max_rounds` rounds or `budget_s` seconds, whichever comes first
@@ -68,7 +77,9 @@ def steadiness(rounds: int = 12, pause_s: float = 0.25, work: int = 400_000) -> 
         times_ms.append((time.perf_counter() - start) * 1000)
         time.sleep(pause_s)
     fastest = min(times_ms)
-    return {"loop_ms_min": round(fastest, 1),
-            "loop_ms_median": round(statistics.median(times_ms), 1),
-            "loop_ms_max": round(max(times_ms), 1),
-            "spread_pct": round(100 * (max(times_ms) - fastest) / fastest)}
+    return {
+        "loop_ms_min": round(fastest, 1),
+        "loop_ms_median": round(statistics.median(times_ms), 1),
+        "loop_ms_max": round(max(times_ms), 1),
+        "spread_pct": round(100 * (max(times_ms) - fastest) / fastest),
+    }

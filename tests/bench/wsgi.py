@@ -21,11 +21,22 @@ import orjson
 
 
 def _environ(body: bytes) -> dict:
-    return {"REQUEST_METHOD": "POST", "PATH_INFO": "/mutate", "SERVER_NAME": "127.0.0.1",
-            "SERVER_PORT": "8443", "SERVER_PROTOCOL": "HTTP/1.1", "wsgi.url_scheme": "https",
-            "CONTENT_TYPE": "application/json", "CONTENT_LENGTH": str(len(body)),
-            "wsgi.input": io.BytesIO(body), "wsgi.errors": sys.stderr, "wsgi.version": (1, 0),
-            "wsgi.multithread": True, "wsgi.multiprocess": True, "wsgi.run_once": False}
+    return {
+        "REQUEST_METHOD": "POST",
+        "PATH_INFO": "/mutate",
+        "SERVER_NAME": "127.0.0.1",
+        "SERVER_PORT": "8443",
+        "SERVER_PROTOCOL": "HTTP/1.1",
+        "wsgi.url_scheme": "https",
+        "CONTENT_TYPE": "application/json",
+        "CONTENT_LENGTH": str(len(body)),
+        "wsgi.input": io.BytesIO(body),
+        "wsgi.errors": sys.stderr,
+        "wsgi.version": (1, 0),
+        "wsgi.multithread": True,
+        "wsgi.multiprocess": True,
+        "wsgi.run_once": False,
+    }
 
 
 def _caller(app, body: bytes):
@@ -37,6 +48,7 @@ def _caller(app, body: bytes):
         if not statuses or not statuses[0].startswith("200"):
             raise RuntimeError(f"POST /mutate answered {statuses} {data[:200]!r}")
         return data
+
     return call
 
 
@@ -55,27 +67,39 @@ def breakdown(budget_s: float) -> dict:
     store.poll()
     body = bodies.body(bodies.seed_pod())
     parsed = orjson.loads(body)
-    stats = interleaved({
-        "webhook app": _caller(create_app(store), body),
-        "no-op app": _caller(noop.create_app(), body),
-        "review": lambda: review_bytes(body, store.current),
-        "no-op JSON": lambda: orjson_floor(body),
-        "metrics": lambda: metrics.observe_review("mutate", "mutated", 0.001),
-        "access log": lambda: access_log.write(access_log.failed("mutate", 200, 0.001, parsed)),
-    }, budget_s=budget_s, max_rounds=50_000)
+    stats = interleaved(
+        {
+            "webhook app": _caller(create_app(store), body),
+            "no-op app": _caller(noop.create_app(), body),
+            "review": lambda: review_bytes(body, store.current),
+            "no-op JSON": lambda: orjson_floor(body),
+            "metrics": lambda: metrics.observe_review("mutate", "mutated", 0.001),
+            "access log": lambda: access_log.write(access_log.failed("mutate", 200, 0.001, parsed)),
+        },
+        budget_s=budget_s,
+        max_rounds=50_000,
+    )
     median = {name: s["median_us"] for name, s in stats.items()}
     gap = median["webhook app"] - median["no-op app"]
-    parts = {"review − no-op JSON": median["review"] - median["no-op JSON"],
-             "metrics": median["metrics"], "access log": median["access log"]}
+    parts = {
+        "review − no-op JSON": median["review"] - median["no-op JSON"],
+        "metrics": median["metrics"],
+        "access log": median["access log"],
+    }
     parts["server glue (the rest)"] = gap - sum(parts.values())
-    return {"stats": stats, "gap_us": round(gap, 2),
-            "parts_us": {name: round(value, 2) for name, value in parts.items()}}
+    return {
+        "stats": stats,
+        "gap_us": round(gap, 2),
+        "parts_us": {name: round(value, 2) for name, value in parts.items()},
+    }
 
 
 def main(argv: list[str]) -> int:
     """Write `breakdown()` as JSON to argv[0]; PROMETHEUS_MULTIPROC_DIR must be set."""
     if not os.environ.get("PROMETHEUS_MULTIPROC_DIR"):
-        print("set PROMETHEUS_MULTIPROC_DIR to an empty folder (as the server does)", file=sys.stderr)
+        print(
+            "set PROMETHEUS_MULTIPROC_DIR to an empty folder (as the server does)", file=sys.stderr
+        )
         return 2
     with tempfile.TemporaryFile() as log:
         os.dup2(log.fileno(), 1)

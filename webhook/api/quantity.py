@@ -25,7 +25,17 @@ _GRAMMAR = re.compile(
     r"(?:(?P<binary>Ki|Mi|Gi|Ti|Pi|Ei)|(?P<decimal>[numkMGTPE])|[eE](?P<exponent>[+-]?[0-9]+))?"
 )
 _BINARY_POWERS = {"Ki": 1, "Mi": 2, "Gi": 3, "Ti": 4, "Pi": 5, "Ei": 6}  # of 1024
-_DECIMAL_POWERS = {"n": -3, "u": -2, "m": -1, "k": 1, "M": 2, "G": 3, "T": 4, "P": 5, "E": 6}  # of 1000
+_DECIMAL_POWERS = {
+    "n": -3,
+    "u": -2,
+    "m": -1,
+    "k": 1,
+    "M": 2,
+    "G": 3,
+    "T": 4,
+    "P": 5,
+    "E": 6,
+}  # of 1000
 # Kubernetes stores quantities as int64 with a scale; anything beyond this is nonsense.
 _LIMIT = Decimal(2) ** 63
 _INT_LIMIT = 1 << 63

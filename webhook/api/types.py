@@ -9,6 +9,7 @@ from typing import Any, Literal, NotRequired, TypeAlias, TypedDict
 KubeObject: TypeAlias = dict[str, Any]
 """A decoded JSON object (a Pod, a workload or a part of one), as the user wrote it."""
 
+
 class PatchOperation(TypedDict):
     """One RFC 6902 operation of the JSONPatch the mutating webhook answers with."""
 

@@ -52,8 +52,14 @@ def dig(obj: Any, path: tuple[str, ...]) -> Any:
 
 def pointer(path: tuple[str, ...] | list[str]) -> str:
     """An RFC 6901 JSON pointer for `path`, escaping `~` and `/` in keys."""
-    return "".join([("/" + p.replace("~", "~0").replace("/", "~1") if "/" in p or "~" in p
-                     else "/" + p) if isinstance(p, str) else "/" + str(p) for p in path])
+    return "".join(
+        [
+            ("/" + p.replace("~", "~0").replace("/", "~1") if "/" in p or "~" in p else "/" + p)
+            if isinstance(p, str)
+            else "/" + str(p)
+            for p in path
+        ]
+    )
 
 
 def field_path(path: tuple[str, ...]) -> str:

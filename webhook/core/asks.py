@@ -48,8 +48,10 @@ def _maps(container: dict) -> tuple[dict, dict]:
     if not isinstance(resources, dict):
         return {}, {}
     limits, requests = resources.get("limits"), resources.get("requests")
-    return (limits if isinstance(limits, dict) else {},
-            requests if isinstance(requests, dict) else {})
+    return (
+        limits if isinstance(limits, dict) else {},
+        requests if isinstance(requests, dict) else {},
+    )
 
 
 def _value(limits: dict, requests: dict, resource: str, where: str) -> Any:
@@ -63,17 +65,15 @@ def _value(limits: dict, requests: dict, resource: str, where: str) -> Any:
             raise Refusal(
                 f"{where}.resources: limits[{resource}]={shorten(limits[resource])} and "
                 f"requests[{resource}]={shorten(requests[resource])} differ; "
-                f"set the same value in both, or only in limits")
+                f"set the same value in both, or only in limits"
+            )
     return limits[resource] if resource in limits else requests.get(resource)
 
 
 def _names_gpu(limits: dict, requests: dict, policy: Policy) -> bool:
     if GPU_RESOURCE in limits or GPU_RESOURCE in requests:
         return True
-    for resource in policy.memory_resources:
-        if resource in limits or resource in requests:
-            return True
-    return False
+    return any(resource in limits or resource in requests for resource in policy.memory_resources)
 
 
 def mentions_gpu(container: dict, policy: Policy) -> bool:
@@ -109,7 +109,8 @@ def _annotation_target(spec: dict, annotations: dict, prefix: str) -> tuple[str,
             raise Refusal(
                 f"{prefix}metadata.annotations: the GPU memory annotation applies to one "
                 f"container, but the pod has {len(app)} ({names}); add annotation "
-                f"{CONTAINER_ANNOTATION}: <container name>")
+                f"{CONTAINER_ANNOTATION}: <container name>"
+            )
         return "containers", app[0][0]
     for section in ("containers", "initContainers"):
         for index, container in containers(spec, section):
@@ -117,7 +118,8 @@ def _annotation_target(spec: dict, annotations: dict, prefix: str) -> tuple[str,
                 return section, index
     raise Refusal(
         f"{prefix}metadata.annotations[{CONTAINER_ANNOTATION}]: no container is named "
-        f"{shorten(wanted)!r}; name one of the pod's containers")
+        f"{shorten(wanted)!r}; name one of the pod's containers"
+    )
 
 
 def _annotation_memory(policy: Policy, annotations: dict, prefix: str) -> tuple[int, str] | None:
@@ -157,30 +159,47 @@ def read_asks(spec: dict, annotations: dict, policy: Policy, prefix: str) -> lis
                 if value is None:
                     continue
                 if memory is not None:
-                    raise Refusal(f"{where}.resources: asks GPU memory twice ({source} and "
-                                  f"{resource}); keep one")
+                    raise Refusal(
+                        f"{where}.resources: asks GPU memory twice ({source} and "
+                        f"{resource}); keep one"
+                    )
                 try:
                     memory = quantity.to_mib(value, unit)
                 except quantity.QuantityError as err:
-                    raise Refusal(f"{where}.resources.limits[{resource}]: {err}; write the "
-                                  f"GPU memory as a whole number, e.g. {resource}: 2") from None
+                    raise Refusal(
+                        f"{where}.resources.limits[{resource}]: {err}; write the "
+                        f"GPU memory as a whole number, e.g. {resource}: 2"
+                    ) from None
                 source = f"{resource}={shorten(value)}"
             if by_annotation and target == (section, index):
                 if memory is not None and memory != by_annotation[0]:
-                    raise Refusal(f"{where}.resources: asks {source} but the pod annotation asks "
-                                  f"{by_annotation[1]}; keep one")
+                    raise Refusal(
+                        f"{where}.resources: asks {source} but the pod annotation asks "
+                        f"{by_annotation[1]}; keep one"
+                    )
                 memory, source = by_annotation
             raw_gpus = _value(limits, requests, GPU_RESOURCE, where)
             try:
                 gpus = 0 if raw_gpus is None else quantity.count(raw_gpus)
             except quantity.QuantityError as err:
-                raise Refusal(f"{where}.resources.limits[{GPU_RESOURCE}]: {err}; ask for "
-                              f"{GPU_RESOURCE}: 1 (or GPU memory) instead") from None
+                raise Refusal(
+                    f"{where}.resources.limits[{GPU_RESOURCE}]: {err}; ask for "
+                    f"{GPU_RESOURCE}: 1 (or GPU memory) instead"
+                ) from None
             if memory is None and gpus == 0:
                 continue
             sidecar = section == "initContainers" and container.get("restartPolicy") == "Always"
-            asks.append(Ask(section, index, str(container.get("name", "")), sidecar,
-                            max(gpus, 1 if memory is not None else 0), memory, source))
+            asks.append(
+                Ask(
+                    section,
+                    index,
+                    str(container.get("name", "")),
+                    sidecar,
+                    max(gpus, 1 if memory is not None else 0),
+                    memory,
+                    source,
+                )
+            )
     return asks
 
 

@@ -19,7 +19,6 @@ from .asks import Ask, Refusal, effective_gpus, pod_mentions_gpu, read_asks
 from .edit import Editor
 from .placement import admits, best_fit, constraints
 
-
 Outcome = Literal["skipped", "allowed", "mutated", "denied"]
 
 
@@ -51,8 +50,13 @@ def _skip(obj: Any, reason: str) -> Decision:
     return Decision("skipped", obj, reason=reason)
 
 
-def decide(obj: Any, policy: Policy | None, *, operation: str = "CREATE",
-           kind: tuple[str, str] | None = None) -> Decision:
+def decide(
+    obj: Any,
+    policy: Policy | None,
+    *,
+    operation: str = "CREATE",
+    kind: tuple[str, str] | None = None,
+) -> Decision:
     """Decide what to do with `obj` (a Pod or a workload) under `policy`.
 
     `kind` is the (group, kind) the apiserver reported; by default it is read from
@@ -78,7 +82,7 @@ def decide(obj: Any, policy: Policy | None, *, operation: str = "CREATE",
     annotations = as_map(as_map(template.get("metadata")).get("annotations"))
     outer = as_map(as_map(obj.get("metadata")).get("annotations"))
     if "true" in (annotations.get(SKIP_ANNOTATION), outer.get(SKIP_ANNOTATION)):
-        return _skip(obj, f"annotation {SKIP_ANNOTATION}: \"true\"")
+        return _skip(obj, f'annotation {SKIP_ANNOTATION}: "true"')
     if not (policy.annotation in annotations or pod_mentions_gpu(spec, policy)):
         return _skip(obj, "asks for no GPU")
     prefix = field_path(path) + "." if path else ""
@@ -88,8 +92,9 @@ def decide(obj: Any, policy: Policy | None, *, operation: str = "CREATE",
         return Decision("denied", obj, path, reason=str(refusal))
 
 
-def _decide_gpu_pod(obj: dict, path: tuple[str, ...], spec: dict, annotations: dict,
-                    policy: Policy, prefix: str) -> Decision:
+def _decide_gpu_pod(
+    obj: dict, path: tuple[str, ...], spec: dict, annotations: dict, policy: Policy, prefix: str
+) -> Decision:
     asks = read_asks(spec, annotations, policy, prefix)
     gpus = effective_gpus(asks)
     memory_asks = [a for a in asks if a.memory_mib is not None]
@@ -99,8 +104,13 @@ def _decide_gpu_pod(obj: dict, path: tuple[str, ...], spec: dict, annotations: d
         if not pinned or not admitted:
             return Decision("allowed", obj, path, reason="asks whole GPUs, not a lightweight class")
         _check_count(asks, gpus, policy, prefix)
-        return Decision("allowed", obj, path, reason="already in lightweight form",
-                        profile=admitted[0].name if len(admitted) == 1 else None)
+        return Decision(
+            "allowed",
+            obj,
+            path,
+            reason="already in lightweight form",
+            profile=admitted[0].name if len(admitted) == 1 else None,
+        )
     _check_count(asks, gpus, policy, prefix)
     biggest = max(memory_asks, key=lambda a: a.memory_mib)
     memory = biggest.memory_mib
@@ -109,7 +119,8 @@ def _decide_gpu_pod(obj: dict, path: tuple[str, ...], spec: dict, annotations: d
             f"{prefix}spec: the pod selects {_pinned_text(spec, pinned)}, which is no "
             f"lightweight GPU class of policy "
             f"{policy.name!r} ({_classes(policy.profiles)}); remove that selector and the "
-            f"webhook will choose the class")
+            f"webhook will choose the class"
+        )
     choice = best_fit(admitted if pinned else policy.profiles, memory)
     if choice is None:
         largest = policy.profiles[-1]
@@ -119,17 +130,28 @@ def _decide_gpu_pod(obj: dict, path: tuple[str, ...], spec: dict, annotations: d
                 f"{prefix}spec.nodeSelector/affinity: the pod pins {small.name} "
                 f"({small.selector_text}, {small.memory_mib}Mi) but {biggest.where} asks "
                 f"{biggest.source} ({memory}Mi); remove the selector or pin "
-                f"{best_fit(policy.profiles, memory).name}")
+                f"{best_fit(policy.profiles, memory).name}"
+            )
         if policy.when_no_profile_fits == "ignore":
-            return Decision("allowed", obj, path, warnings=(shorten(
-                f"lwgpu: {biggest.source} ({memory}Mi) fits no lightweight GPU; left unchanged",
-                WARNING_LIMIT),))
+            return Decision(
+                "allowed",
+                obj,
+                path,
+                warnings=(
+                    shorten(
+                        f"lwgpu: {biggest.source} ({memory}Mi) fits no lightweight GPU; "
+                        "left unchanged",
+                        WARNING_LIMIT,
+                    ),
+                ),
+            )
         raise Refusal(
             f"{prefix}spec.{biggest.section}[{biggest.index}].resources: {biggest.where} asks "
             f"{biggest.source} ({memory}Mi), more than the largest lightweight GPU "
             f"{largest.name} ({largest.memory_mib}Mi) of policy {policy.name!r}; ask for at "
             f"most {_at_most(biggest, largest, policy)}, or ask nvidia.com/gpu for a full GPU "
-            f"node instead")
+            f"node instead"
+        )
     edit = _rewrite(obj, path, spec, memory_asks, choice, policy)
     if not edit.ops:
         return Decision("allowed", obj, path, profile=choice.name)
@@ -137,12 +159,21 @@ def _decide_gpu_pod(obj: dict, path: tuple[str, ...], spec: dict, annotations: d
     if node_name:
         raise Refusal(
             f"{prefix}spec.nodeName: the pod is bound to node {shorten(node_name)!r} "
-            f"but must be placed on lightweight GPU class {choice.name}; remove spec.nodeName")
-    change = (f"{biggest.source} ({memory}Mi) -> {GPU_RESOURCE}=1 on {choice.name} "
-              f"({choice.selector_text})")
-    return Decision("mutated", edit.root, path, reason=change,
-                    warnings=(shorten(f"lwgpu: {change}", WARNING_LIMIT),), profile=choice.name,
-                    patch=tuple(edit.ops))
+            f"but must be placed on lightweight GPU class {choice.name}; remove spec.nodeName"
+        )
+    change = (
+        f"{biggest.source} ({memory}Mi) -> {GPU_RESOURCE}=1 on {choice.name} "
+        f"({choice.selector_text})"
+    )
+    return Decision(
+        "mutated",
+        edit.root,
+        path,
+        reason=change,
+        warnings=(shorten(f"lwgpu: {change}", WARNING_LIMIT),),
+        profile=choice.name,
+        patch=tuple(edit.ops),
+    )
 
 
 def _check_count(asks: list[Ask], gpus: int, policy: Policy, prefix: str) -> None:
@@ -152,7 +183,8 @@ def _check_count(asks: list[Ask], gpus: int, policy: Policy, prefix: str) -> Non
     raise Refusal(
         f"{prefix}spec: the pod needs {gpus} GPUs ({users}), but a lightweight GPU node "
         f"carries exactly one GPU (policy {policy.name!r} allows {policy.max_gpus_per_pod} per "
-        f"pod); ask for {GPU_RESOURCE}: 1 or GPU memory in one container, or split the pod")
+        f"pod); ask for {GPU_RESOURCE}: 1 or GPU memory in one container, or split the pod"
+    )
 
 
 def _at_most(ask: Ask, largest: Profile, policy: Policy) -> str:
@@ -161,16 +193,24 @@ def _at_most(ask: Ask, largest: Profile, policy: Policy) -> str:
     unit = policy.memory_resources.get(resource)
     if unit is None:
         return f"{largest.memory_mib}Mi"
-    size = f"{unit >> 30}Gi" if unit % (1 << 30) == 0 else \
-        f"{unit >> 20}Mi" if unit % quantity.MIB == 0 else f"{unit} bytes"
+    size = (
+        f"{unit >> 30}Gi"
+        if unit % (1 << 30) == 0
+        else f"{unit >> 20}Mi"
+        if unit % quantity.MIB == 0
+        else f"{unit} bytes"
+    )
     return f"{resource}: {largest.memory_mib * quantity.MIB // unit} (units of {size})"
 
 
 def _pinned_text(spec: dict, pinned: dict) -> str:
     selector = spec.get("nodeSelector") if isinstance(spec.get("nodeSelector"), dict) else {}
     return " and ".join(
-        f"nodeSelector {key}={shorten(selector[key])}" if key in selector
-        else f"{key} by required node affinity" for key in sorted(pinned))
+        f"nodeSelector {key}={shorten(selector[key])}"
+        if key in selector
+        else f"{key} by required node affinity"
+        for key in sorted(pinned)
+    )
 
 
 def _classes(profiles: tuple[Profile, ...]) -> str:
@@ -188,8 +228,14 @@ def _set_count(edit: Editor, held: Any, path: tuple, count: int) -> None:
         edit.set(path, str(count))
 
 
-def _rewrite(obj: dict, path: tuple[str, ...], template_spec: dict, memory_asks: list[Ask],
-             choice: Profile, policy: Policy) -> Editor:
+def _rewrite(
+    obj: dict,
+    path: tuple[str, ...],
+    template_spec: dict,
+    memory_asks: list[Ask],
+    choice: Profile,
+    policy: Policy,
+) -> Editor:
     """Rewrite the pod template at `path` copy-on-write; the editor holds object and patch."""
     edit = Editor(obj)
     spec = (*path, "spec")
@@ -203,8 +249,9 @@ def _rewrite(obj: dict, path: tuple[str, ...], template_spec: dict, memory_asks:
             continue
         # Read once before editing: each edit below changes one key these maps do not reread.
         limits, requests = current.get("limits"), current.get("requests")
-        names_gpu = isinstance(requests, dict) and (GPU_RESOURCE in requests or any(
-            r in requests for r in policy.memory_resources))
+        names_gpu = isinstance(requests, dict) and (
+            GPU_RESOURCE in requests or any(r in requests for r in policy.memory_resources)
+        )
         for section, held in (("limits", limits), ("requests", requests)):
             if isinstance(held, dict):
                 for resource in removed:
@@ -224,8 +271,13 @@ def _rewrite(obj: dict, path: tuple[str, ...], template_spec: dict, memory_asks:
                 edit.append((*spec, "tolerations"), dict(toleration))
     several = len(memory_asks) > 1
     edit.ensure((*path, "metadata"), dict)
-    edit.merge((*path, "metadata", "annotations"), {
-        PROFILE_ANNOTATION: choice.name,
-        FROM_ANNOTATION: ",".join(
-            f"{a.name}:{a.source}" if several else str(a.source) for a in memory_asks)})
+    edit.merge(
+        (*path, "metadata", "annotations"),
+        {
+            PROFILE_ANNOTATION: choice.name,
+            FROM_ANNOTATION: ",".join(
+                f"{a.name}:{a.source}" if several else str(a.source) for a in memory_asks
+            ),
+        },
+    )
     return edit

@@ -125,4 +125,3 @@ class Editor:
         """Make the member at `path` a map (dict) or list, replacing `null` or a wrong type."""
         if not isinstance(self.get(path), kind):
             self.set(path, kind())
-

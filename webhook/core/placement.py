@@ -23,10 +23,14 @@ def _term_values(term: object, key: str, known: frozenset[str]) -> frozenset[str
         if not isinstance(expr, dict) or expr.get("key") != key:
             continue
         values = expr.get("values")
-        values = frozenset(v for v in values if isinstance(v, str)) \
-            if isinstance(values, list) else frozenset()
+        values = (
+            frozenset(v for v in values if isinstance(v, str))
+            if isinstance(values, list)
+            else frozenset()
+        )
         admitted = (known if admitted is None else admitted) & _matching(
-            expr.get("operator"), values, known)
+            expr.get("operator"), values, known
+        )
     return admitted
 
 
@@ -41,16 +45,22 @@ def _matching(operator: object, values: frozenset[str], known: frozenset[str]) -
     if operator in ("Gt", "Lt") and len(values) == 1 and next(iter(values)).lstrip("-").isdigit():
         # The scheduler compares label values as integers; "2048MiB" is none, so never matches.
         bound = int(next(iter(values)))
-        return frozenset(v for v in known if v.isdigit()
-                         and (int(v) > bound if operator == "Gt" else int(v) < bound))
+        return frozenset(
+            v
+            for v in known
+            if v.isdigit() and (int(v) > bound if operator == "Gt" else int(v) < bound)
+        )
     return frozenset()  # DoesNotExist, or an operator/values the scheduler would reject
 
 
 def _required_terms(spec: dict) -> list:
     affinity = spec.get("affinity")
     node = affinity.get("nodeAffinity") if isinstance(affinity, dict) else None
-    required = node.get("requiredDuringSchedulingIgnoredDuringExecution") \
-        if isinstance(node, dict) else None
+    required = (
+        node.get("requiredDuringSchedulingIgnoredDuringExecution")
+        if isinstance(node, dict)
+        else None
+    )
     terms = required.get("nodeSelectorTerms") if isinstance(required, dict) else None
     return terms if isinstance(terms, list) else []
 
@@ -87,8 +97,9 @@ def constraints(spec: dict, profiles: Iterable[Profile]) -> Constraints:
 
 def admits(pinned: Constraints, profile: Profile) -> bool:
     """True when every label the profile selects on is one the pod admits."""
-    return all(key not in pinned or value in pinned[key]
-               for key, value in profile.node_selector.items())
+    return all(
+        key not in pinned or value in pinned[key] for key, value in profile.node_selector.items()
+    )
 
 
 def best_fit(profiles: Iterable[Profile], memory_mib: int) -> Profile | None:

@@ -38,10 +38,14 @@ def profiles_from_labels(labels_by_node: dict[str, dict[str, str]]) -> tuple[Pro
         mem = labels.get(MEM_LABEL, "")
         if _MIB.match(mem):
             names[mem].add(labels.get(NAME_LABEL) or mem)
-    found = [Profile(name=next(iter(seen)) if len(seen) == 1 else mem,
-                     memory_mib=int(_MIB.match(mem)[1]),
-                     node_selector=frozen_map({MEM_LABEL: mem}))
-             for mem, seen in names.items()]
+    found = [
+        Profile(
+            name=next(iter(seen)) if len(seen) == 1 else mem,
+            memory_mib=int(_MIB.match(mem)[1]),
+            node_selector=frozen_map({MEM_LABEL: mem}),
+        )
+        for mem, seen in names.items()
+    ]
     return tuple(sorted(found, key=lambda p: (p.memory_mib, p.name)))
 
 
@@ -53,8 +57,12 @@ class NodeInventory:
     `watch_timeout_s` bounds one watch request, after which it resumes from its resourceVersion.
     """
 
-    def __init__(self, core: client.CoreV1Api, backoff: tuple[float, float] = (0.5, 30.0),
-                 watch_timeout_s: int = 300):
+    def __init__(
+        self,
+        core: client.CoreV1Api,
+        backoff: tuple[float, float] = (0.5, 30.0),
+        watch_timeout_s: int = 300,
+    ):
         self._core, self._backoff, self._watch_timeout_s = core, backoff, watch_timeout_s
         self._profiles: tuple[Profile, ...] = ()
         self._labels: dict[str, dict[str, str]] = {}
@@ -112,10 +120,13 @@ class NodeInventory:
         """Apply watch events until the watch ends; returns the last resourceVersion seen."""
         self._watch = watch.Watch()
         # the read timeout outlasts the server-side timeout, so only a dead connection trips it
-        for event in self._watch.stream(self._core.list_node, label_selector=MEM_LABEL,
-                                        resource_version=version,
-                                        timeout_seconds=self._watch_timeout_s,
-                                        _request_timeout=(10, self._watch_timeout_s + 30)):
+        for event in self._watch.stream(
+            self._core.list_node,
+            label_selector=MEM_LABEL,
+            resource_version=version,
+            timeout_seconds=self._watch_timeout_s,
+            _request_timeout=(10, self._watch_timeout_s + 30),
+        ):
             meta = event["raw_object"]["metadata"]
             version = meta.get("resourceVersion", version)
             if event["type"] == "DELETED":
@@ -144,7 +155,8 @@ class NodeInventory:
                 cause = f"API server unreachable: {err}"
             if self._stop.is_set():
                 break
-            LOG.warning("node inventory: %s; keeping the last snapshot, retrying in %.2fs",
-                        cause, delay)
+            LOG.warning(
+                "node inventory: %s; keeping the last snapshot, retrying in %.2fs", cause, delay
+            )
             self._stop.wait(delay)
             delay = min(delay * 2, self._backoff[1])

@@ -44,8 +44,12 @@ def ensure_labels(core: client.CoreV1Api, node: str, labels: dict[str, str]) -> 
         if all(current.get(key) == value for key, value in labels.items()):
             return False
         # a merge patch touches only these keys and needs no resourceVersion: no conflicts
-        core.patch_node(node, {"metadata": {"labels": labels}}, _content_type=MERGE_PATCH,
-                        _request_timeout=REQUEST_TIMEOUT_S)
+        core.patch_node(
+            node,
+            {"metadata": {"labels": labels}},
+            _content_type=MERGE_PATCH,
+            _request_timeout=REQUEST_TIMEOUT_S,
+        )
         return True
     except ApiException as err:
         if err.status == 404:
@@ -55,8 +59,14 @@ def ensure_labels(core: client.CoreV1Api, node: str, labels: dict[str, str]) -> 
         raise LabelError(f"API server unreachable: {err}") from err
 
 
-def run(core: client.CoreV1Api, node: str, labels: dict[str, str], interval: float | None,
-        stop: threading.Event, log: Callable[[str], None]) -> int:
+def run(
+    core: client.CoreV1Api,
+    node: str,
+    labels: dict[str, str],
+    interval: float | None,
+    stop: threading.Event,
+    log: Callable[[str], None],
+) -> int:
     """Apply the labels once (interval None) or every `interval` seconds until `stop` is set.
 
     Once: exit code 0, or 1 on an API failure. With an interval, failures are logged and
@@ -84,19 +94,29 @@ def _interval(text: str) -> float:
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     """The `label-node` flags."""
-    parser.add_argument("--node", default=os.environ.get("NODE_NAME"),
-                        help="Node to label (default: $NODE_NAME, from the downward API)")
+    parser.add_argument(
+        "--node",
+        default=os.environ.get("NODE_NAME"),
+        help="Node to label (default: $NODE_NAME, from the downward API)",
+    )
     mode = parser.add_mutually_exclusive_group()
     mode.add_argument("--once", action="store_true", help="label once and exit (default)")
-    mode.add_argument("--interval", type=_interval, metavar="SECONDS",
-                      help="re-check the labels every SECONDS until SIGTERM")
-    parser.add_argument("--dry-run", action="store_true",
-                        help="print the labels it would set; contact no API server")
+    mode.add_argument(
+        "--interval",
+        type=_interval,
+        metavar="SECONDS",
+        help="re-check the labels every SECONDS until SIGTERM",
+    )
+    parser.add_argument(
+        "--dry-run",
+        action="store_true",
+        help="print the labels it would set; contact no API server",
+    )
 
 
-def execute(args: argparse.Namespace,
-            build: Callable[[], client.CoreV1Api] | None = None) -> int:
+def execute(args: argparse.Namespace, build: Callable[[], client.CoreV1Api] | None = None) -> int:
     """Run `label-node` for parsed arguments; returns the exit code."""
+
     def log(line: str) -> None:
         print(line, file=sys.stderr, flush=True)
 
@@ -133,8 +153,9 @@ def execute(args: argparse.Namespace,
 
 def register(subparsers) -> None:
     """Add the `label-node` sub-command to the `python -m webhook` parser."""
-    parser = subparsers.add_parser("label-node", help="label this node's GPU (NVML)",
-                                   description=DESCRIPTION)
+    parser = subparsers.add_parser(
+        "label-node", help="label this node's GPU (NVML)", description=DESCRIPTION
+    )
     add_arguments(parser)
     parser.set_defaults(func=execute)
 

@@ -31,8 +31,9 @@ class Document:
 def _files(path: str) -> list[Path]:
     target = Path(path)
     if target.is_dir():
-        return sorted(p for p in target.rglob("*")
-                      if p.suffix in (".yaml", ".yml", ".json") and p.is_file())
+        return sorted(
+            p for p in target.rglob("*") if p.suffix in (".yaml", ".yml", ".json") and p.is_file()
+        )
     return [target]
 
 
@@ -77,6 +78,8 @@ def read_documents(paths: list[str]) -> list[Document]:
                 documents.extend(_expand(body, f"{name}#{index}"))
     if not documents:
         # An empty review passing CI silently usually means a wrong path or an empty pipe.
-        raise InputError("no objects to review in " + ", ".join(
-            "<stdin>" if p == "-" else p for p in paths or ["-"]))
+        raise InputError(
+            "no objects to review in "
+            + ", ".join("<stdin>" if p == "-" else p for p in paths or ["-"])
+        )
     return documents

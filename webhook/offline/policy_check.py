@@ -11,8 +11,11 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     """Add the `policy` sub-command group."""
     parser = subparsers.add_parser("policy", help="work with policy files")
     actions = parser.add_subparsers(dest="action", required=True)
-    check = actions.add_parser("check", help="validate policy files or directories",
-                               description="Validate policies; print one line per error.")
+    check = actions.add_parser(
+        "check",
+        help="validate policy files or directories",
+        description="Validate policies; print one line per error.",
+    )
     check.add_argument("paths", nargs="+", metavar="PATH")
     check.set_defaults(func=run_check)
 

@@ -26,19 +26,36 @@ from .manifests import Document, InputError, read_documents
 def register(subparsers: argparse._SubParsersAction) -> None:
     """Add the `review` sub-command."""
     parser = subparsers.add_parser(
-        "review", help="dry-run the decision on manifests or AdmissionReviews",
+        "review",
+        help="dry-run the decision on manifests or AdmissionReviews",
         description="Review manifests (YAML/JSON, multi-document, kind: List) or AdmissionReviews "
-                    "offline with the same decision the server makes.")
-    parser.add_argument("paths", nargs="*", metavar="PATH|-",
-                        help="files or directories to read; - or nothing reads standard input")
-    parser.add_argument("--policies", default=str(DEFAULT_POLICIES),
-                        help="policy file or directory (default: %(default)s)")
-    parser.add_argument("--output", "-o", choices=("json", "yaml", "patch"),
-                        help="json: verdicts (or the AdmissionReview response); yaml: the "
-                             "rewritten objects; patch: JSON Patch per object. Default: json "
-                             "for AdmissionReviews, yaml for manifests")
-    parser.add_argument("--namespace", "-n", default="default",
-                        help="namespace for manifests that name none (default: %(default)s)")
+        "offline with the same decision the server makes.",
+    )
+    parser.add_argument(
+        "paths",
+        nargs="*",
+        metavar="PATH|-",
+        help="files or directories to read; - or nothing reads standard input",
+    )
+    parser.add_argument(
+        "--policies",
+        default=str(DEFAULT_POLICIES),
+        help="policy file or directory (default: %(default)s)",
+    )
+    parser.add_argument(
+        "--output",
+        "-o",
+        choices=("json", "yaml", "patch"),
+        help="json: verdicts (or the AdmissionReview response); yaml: the "
+        "rewritten objects; patch: JSON Patch per object. Default: json "
+        "for AdmissionReviews, yaml for manifests",
+    )
+    parser.add_argument(
+        "--namespace",
+        "-n",
+        default="default",
+        help="namespace for manifests that name none (default: %(default)s)",
+    )
     parser.set_defaults(func=run)
 
 
@@ -52,20 +69,35 @@ def _review_one(doc: Document, policies: PolicySet, default_ns: str) -> dict[str
             raise InputError(f"{doc.where}: {err}") from None
         answer = result.response["response"]
         patch = json.loads(base64.b64decode(answer["patch"])) if "patch" in answer else []
-        return {"where": doc.where, "review": result.response, "allowed": answer["allowed"],
-                "outcome": result.decision, "object": result.decided.obj, "patch": patch,
-                "reason": result.decided.reason, "warnings": answer.get("warnings", []),
-                "profile": result.profile, "ref": f"{result.kind}/{result.namespace}/{result.name}"}
+        return {
+            "where": doc.where,
+            "review": result.response,
+            "allowed": answer["allowed"],
+            "outcome": result.decision,
+            "object": result.decided.obj,
+            "patch": patch,
+            "reason": result.decided.reason,
+            "warnings": answer.get("warnings", []),
+            "profile": result.profile,
+            "ref": f"{result.kind}/{result.namespace}/{result.name}",
+        }
     if not isinstance(body, dict):
         raise InputError(f"{doc.where}: not an object (got {type(body).__name__})")
     metadata = body.get("metadata") if isinstance(body.get("metadata"), dict) else {}
     namespace = metadata.get("namespace") or default_ns
     decision = decide(body, policies.for_namespace(str(namespace)))
     name = metadata.get("name") or metadata.get("generateName") or ""
-    return {"where": doc.where, "allowed": decision.allowed, "outcome": decision.outcome,
-            "object": decision.obj, "patch": list(decision.patch), "reason": decision.reason,
-            "warnings": list(decision.warnings), "profile": decision.profile,
-            "ref": f"{body.get('kind')}/{namespace}/{name}"}
+    return {
+        "where": doc.where,
+        "allowed": decision.allowed,
+        "outcome": decision.outcome,
+        "object": decision.obj,
+        "patch": list(decision.patch),
+        "reason": decision.reason,
+        "warnings": list(decision.warnings),
+        "profile": decision.profile,
+        "ref": f"{body.get('kind')}/{namespace}/{name}",
+    }
 
 
 def _verdict(result: dict) -> dict:
@@ -88,8 +120,11 @@ def _print_outputs(results: list[dict], output: str | None) -> None:
         out = [r["review"] if "review" in r else _verdict(r) for r in results]
         print(json.dumps(out[0] if len(out) == 1 and is_review[0] else out, indent=2))
     else:
-        shown = [r.get("review") if "review" in r else r["object"]
-                 for r in results if r["allowed"] or "review" in r]
+        shown = [
+            r.get("review") if "review" in r else r["object"]
+            for r in results
+            if r["allowed"] or "review" in r
+        ]
         sys.stdout.write(yaml.safe_dump_all(shown, sort_keys=False))
 
 

@@ -79,8 +79,10 @@ class _Doc:
             return {}
         for key in value:
             if key not in allowed:
-                self.error(f"{path}.{key}" if path else str(key),
-                           f"unknown field (allowed: {', '.join(sorted(allowed))})")
+                self.error(
+                    f"{path}.{key}" if path else str(key),
+                    f"unknown field (allowed: {', '.join(sorted(allowed))})",
+                )
         return value
 
     def check(self, ok: bool, path: str, message: str) -> bool:
@@ -96,24 +98,33 @@ def _string_list(doc: _Doc, value: Any, path: str, default: list[str]) -> tuple[
         doc.error(path, "must be a list of strings")
         return ()
     for index, pattern in enumerate(value):
-        doc.check(bool(_NAMESPACE_PATTERN.fullmatch(pattern)), f"{path}[{index}]",
-                  f"{pattern!r} is not a namespace name or glob (a-z, 0-9, '-', '*', '?')")
+        doc.check(
+            bool(_NAMESPACE_PATTERN.fullmatch(pattern)),
+            f"{path}[{index}]",
+            f"{pattern!r} is not a namespace name or glob (a-z, 0-9, '-', '*', '?')",
+        )
     return tuple(value)
 
 
 def _profile(doc: _Doc, raw: Any, path: str) -> Profile | None:
     raw = doc.mapping(raw, path, {"name", "memory", "nodeSelector", "tolerations"})
     name = raw.get("name")
-    ok = doc.check(isinstance(name, str) and bool(_PROFILE_NAME.fullmatch(name)), f"{path}.name",
-                   "is required: letters, digits, '-', '_', '.' (e.g. GRID-P4-2Q)")
+    ok = doc.check(
+        isinstance(name, str) and bool(_PROFILE_NAME.fullmatch(name)),
+        f"{path}.name",
+        "is required: letters, digits, '-', '_', '.' (e.g. GRID-P4-2Q)",
+    )
     memory = 0
     if "memory" not in raw:
         ok = doc.check(False, f"{path}.memory", "is required (a memory quantity such as 2048Mi)")
     else:
         try:
             memory = quantity.to_mib(raw["memory"])
-            ok &= doc.check(quantity.parse(raw["memory"]) % quantity.MIB == 0, f"{path}.memory",
-                            f"{shorten(raw['memory'])!r} is not a whole number of MiB")
+            ok &= doc.check(
+                quantity.parse(raw["memory"]) % quantity.MIB == 0,
+                f"{path}.memory",
+                f"{shorten(raw['memory'])!r} is not a whole number of MiB",
+            )
         except quantity.QuantityError as err:
             ok = doc.check(False, f"{path}.memory", f"{err}; write e.g. 2048Mi or 2Gi")
     selector = raw.get("nodeSelector")
@@ -124,20 +135,25 @@ def _profile(doc: _Doc, raw: Any, path: str) -> Profile | None:
         selector, ok = {}, False
     for key, value in selector.items():
         ok &= doc.check(is_qualified_key(key), f"{path}.nodeSelector.{key}", "is not a label key")
-        ok &= doc.check(is_label_value(value), f"{path}.nodeSelector.{key}",
-                        f"{value!r} is not a label value (quote it as a string)")
+        ok &= doc.check(
+            is_label_value(value),
+            f"{path}.nodeSelector.{key}",
+            f"{value!r} is not a label value (quote it as a string)",
+        )
     tolerations = raw.get("tolerations") or []
     if not isinstance(tolerations, list):
         doc.error(f"{path}.tolerations", "must be a list of tolerations")
         tolerations, ok = [], False
     for index, toleration in enumerate(tolerations):
         where = f"{path}.tolerations[{index}]"
-        ok &= doc.check(isinstance(toleration, dict) and set(toleration) <= _TOLERATION_KEYS,
-                        where, f"must be a toleration with fields {sorted(_TOLERATION_KEYS)}")
+        ok &= doc.check(
+            isinstance(toleration, dict) and set(toleration) <= _TOLERATION_KEYS,
+            where,
+            f"must be a toleration with fields {sorted(_TOLERATION_KEYS)}",
+        )
     if not ok:
         return None
-    return Profile(name, memory, frozen_map(selector),
-                   tuple(frozen_map(t) for t in tolerations))
+    return Profile(name, memory, frozen_map(selector), tuple(frozen_map(t) for t in tolerations))
 
 
 def _profiles(doc: _Doc, raw: Any) -> tuple[Profile, ...]:
@@ -146,8 +162,11 @@ def _profiles(doc: _Doc, raw: Any) -> tuple[Profile, ...]:
         return ()
     profiles = [_profile(doc, item, f"spec.profiles[{i}]") for i, item in enumerate(raw)]
     valid = [p for p in profiles if p is not None]
-    for attribute, label in (("name", "name"), ("memory_mib", "memory"),
-                             ("node_selector", "nodeSelector")):
+    for attribute, label in (
+        ("name", "name"),
+        ("memory_mib", "memory"),
+        ("node_selector", "nodeSelector"),
+    ):
         seen: dict[Any, int] = {}
         for index, profile in enumerate(profiles):
             if profile is None:
@@ -155,8 +174,10 @@ def _profiles(doc: _Doc, raw: Any) -> tuple[Profile, ...]:
             value = getattr(profile, attribute)
             key = tuple(sorted(value.items())) if isinstance(value, type(frozen_map())) else value
             if key in seen:
-                doc.error(f"spec.profiles[{index}].{label}",
-                          f"duplicates spec.profiles[{seen[key]}] ({_show(value)})")
+                doc.error(
+                    f"spec.profiles[{index}].{label}",
+                    f"duplicates spec.profiles[{seen[key]}] ({_show(value)})",
+                )
             seen.setdefault(key, index)
     return tuple(sorted(valid, key=lambda p: p.memory_mib))
 
@@ -179,8 +200,11 @@ def _memory_requests(doc: _Doc, raw: Any) -> tuple[dict[str, int], str | None, t
         resources = {}
     for name, unit in (resources or {}).items():
         path = f"spec.memoryRequests.resources.{name}"
-        if not doc.check(is_qualified_key(name) and "/" in name, path,
-                         "is not an extended resource name such as aliyun.com/gpu-mem"):
+        if not doc.check(
+            is_qualified_key(name) and "/" in name,
+            path,
+            "is not an extended resource name such as aliyun.com/gpu-mem",
+        ):
             continue
         if not doc.check(name != "nvidia.com/gpu", path, "nvidia.com/gpu counts GPUs, not memory"):
             continue
@@ -194,9 +218,12 @@ def _memory_requests(doc: _Doc, raw: Any) -> tuple[dict[str, int], str | None, t
         annotation = None
     companions = raw.get("companionResources", list(DEFAULT_COMPANIONS))
     if not isinstance(companions, list) or not all(
-            is_qualified_key(c) and "/" in c and c != "nvidia.com/gpu" for c in companions):
-        doc.error("spec.memoryRequests.companionResources",
-                  "must list extended resource names such as nvidia.com/gpucores")
+        is_qualified_key(c) and "/" in c and c != "nvidia.com/gpu" for c in companions
+    ):
+        doc.error(
+            "spec.memoryRequests.companionResources",
+            "must list extended resource names such as nvidia.com/gpucores",
+        )
         companions = []
     return units, annotation, tuple(companions)
 
@@ -204,48 +231,78 @@ def _memory_requests(doc: _Doc, raw: Any) -> tuple[dict[str, int], str | None, t
 def _policy(doc: _Doc, raw: Any) -> Policy | None:
     before = len(doc.errors)
     if not isinstance(raw, dict) or (raw.get("apiVersion"), raw.get("kind")) != (API_VERSION, KIND):
-        found = f"{raw.get('apiVersion')} {raw.get('kind')}" if isinstance(raw, dict) else \
-            f"a {type(raw).__name__}"
-        doc.error("apiVersion/kind", f"must be {API_VERSION} {KIND}, got "
-                  f"{shorten(found, 60)}")
+        found = (
+            f"{raw.get('apiVersion')} {raw.get('kind')}"
+            if isinstance(raw, dict)
+            else f"a {type(raw).__name__}"
+        )
+        doc.error("apiVersion/kind", f"must be {API_VERSION} {KIND}, got {shorten(found, 60)}")
         return None
     raw = doc.mapping(raw, "", {"apiVersion", "kind", "metadata", "spec"})
     metadata = doc.mapping(raw.get("metadata"), "metadata", {"name", "labels", "annotations"})
     name = metadata.get("name")
-    doc.check(isinstance(name, str) and bool(_DNS_SUBDOMAIN.fullmatch(name or "")),
-              "metadata.name", "is required (a DNS name such as default)")
-    spec = doc.mapping(raw.get("spec"), "spec", {
-        "namespaces", "profiles", "memoryRequests", "maxGPUsPerPod", "whenNoProfileFits",
-        "discoverProfiles"})
+    doc.check(
+        isinstance(name, str) and bool(_DNS_SUBDOMAIN.fullmatch(name or "")),
+        "metadata.name",
+        "is required (a DNS name such as default)",
+    )
+    spec = doc.mapping(
+        raw.get("spec"),
+        "spec",
+        {
+            "namespaces",
+            "profiles",
+            "memoryRequests",
+            "maxGPUsPerPod",
+            "whenNoProfileFits",
+            "discoverProfiles",
+        },
+    )
     namespaces = doc.mapping(spec.get("namespaces"), "spec.namespaces", {"include", "exclude"})
     include = _string_list(doc, namespaces.get("include"), "spec.namespaces.include", ["*"])
     exclude = _string_list(doc, namespaces.get("exclude"), "spec.namespaces.exclude", [])
     profiles = _profiles(doc, spec.get("profiles"))
     resources, annotation, companions = _memory_requests(doc, spec.get("memoryRequests"))
     max_gpus = spec.get("maxGPUsPerPod", Policy.max_gpus_per_pod)
-    doc.check(type(max_gpus) is int and max_gpus >= 1, "spec.maxGPUsPerPod",
-              f"must be a whole number >= 1, got {max_gpus!r}")
+    doc.check(
+        type(max_gpus) is int and max_gpus >= 1,
+        "spec.maxGPUsPerPod",
+        f"must be a whole number >= 1, got {max_gpus!r}",
+    )
     fits = spec.get("whenNoProfileFits", Policy.when_no_profile_fits)
-    doc.check(fits in ("deny", "ignore"), "spec.whenNoProfileFits",
-              f"must be deny or ignore, got {fits!r}")
+    doc.check(
+        fits in ("deny", "ignore"),
+        "spec.whenNoProfileFits",
+        f"must be deny or ignore, got {fits!r}",
+    )
     discover = spec.get("discoverProfiles", Policy.discover_profiles)
     doc.check(isinstance(discover, bool), "spec.discoverProfiles", "must be true or false")
     if len(doc.errors) > before:
         return None
-    return Policy(name=name, source=doc.where, profiles=profiles, include=include,
-                  exclude=exclude, memory_resources=frozen_map(resources),
-                  annotation=annotation, companion_resources=companions,
-                  max_gpus_per_pod=max_gpus,
-                  when_no_profile_fits=fits, discover_profiles=discover)
+    return Policy(
+        name=name,
+        source=doc.where,
+        profiles=profiles,
+        include=include,
+        exclude=exclude,
+        memory_resources=frozen_map(resources),
+        annotation=annotation,
+        companion_resources=companions,
+        max_gpus_per_pod=max_gpus,
+        when_no_profile_fits=fits,
+        discover_profiles=discover,
+    )
 
 
 def _conflicts(policies: list[Policy], errors: list[str]) -> None:
     """Two policies may not claim a namespace with equally specific patterns."""
     for i, first in enumerate(policies):
-        for second in policies[i + 1:]:
+        for second in policies[i + 1 :]:
             if first.name == second.name:
-                errors.append(f"{second.source}: metadata.name: policy {second.name!r} is "
-                              f"already defined in {first.source}")
+                errors.append(
+                    f"{second.source}: metadata.name: policy {second.name!r} is "
+                    f"already defined in {first.source}"
+                )
             for a in first.include:
                 for b in second.include:
                     if pattern_rank(a) != pattern_rank(b):
@@ -254,15 +311,18 @@ def _conflicts(policies: list[Policy], errors: list[str]) -> None:
                         errors.append(
                             f"{second.source}: spec.namespaces.include: {b!r} and {a!r} of policy "
                             f"{first.name!r} ({first.source}) are equally specific and can match "
-                            f"the same namespace; name namespaces exactly or narrow one glob")
+                            f"the same namespace; name namespaces exactly or narrow one glob"
+                        )
 
 
 def policy_files(path: Path) -> list[Path]:
     """The YAML files of a policy path; ConfigMap volumes hide their `..data` dirs with dots."""
     if path.is_dir():
-        return sorted(p for p in path.iterdir()
-                      if p.suffix in (".yaml", ".yml") and not p.name.startswith(".")
-                      and p.is_file())
+        return sorted(
+            p
+            for p in path.iterdir()
+            if p.suffix in (".yaml", ".yml") and not p.name.startswith(".") and p.is_file()
+        )
     return [path]
 
 

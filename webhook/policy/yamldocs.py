@@ -29,8 +29,11 @@ def load_all(text: str, where: str) -> list[Any]:
     try:
         return list(yaml.safe_load_all(text))
     except yaml.YAMLError as err:
-        problem = getattr(err, "problem", None) or getattr(err, "reason", None) \
+        problem = (
+            getattr(err, "problem", None)
+            or getattr(err, "reason", None)
             or str(err).splitlines()[0]
+        )
         raise YamlError(f"{where}:{_line(err, text)}: not valid YAML: {problem}") from None
     except RecursionError:
         raise YamlError(f"{where}: not valid YAML: nested too deeply") from None
