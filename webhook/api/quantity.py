@@ -66,9 +66,10 @@ def parse(value: object) -> Decimal:
         match = _GRAMMAR.fullmatch(value) if len(value) <= _MAX_TEXT else None
         if match is None:
             raise QuantityError(f"{shorten(value)!r} is not a Kubernetes quantity")
-        number = _scaled(match)
-        if number is None:
+        scaled = _scaled(match)
+        if scaled is None:
             raise QuantityError(f"{shorten(value)!r} is out of range")
+        number = scaled
     else:
         raise QuantityError(f"{shorten(value)} ({type(value).__name__}) is not a quantity")
     if abs(number) >= _LIMIT:
@@ -76,7 +77,7 @@ def parse(value: object) -> Decimal:
     return number
 
 
-def _scaled(match: re.Match) -> Decimal | None:
+def _scaled(match: re.Match[str]) -> Decimal | None:
     """The value of a grammatical quantity; None when its exponent is out of range."""
     number = Decimal(match["number"])
     if match["binary"]:

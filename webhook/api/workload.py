@@ -6,6 +6,7 @@ Kinds are matched on (API group, kind): a `batch.volcano.sh` Job or a
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 # (group, kind) -> JSON path of the pod template ({metadata, spec}); () is the object itself.
@@ -50,8 +51,8 @@ def dig(obj: Any, path: tuple[str, ...]) -> Any:
     return obj
 
 
-def pointer(path: tuple[str, ...] | list[str]) -> str:
-    """An RFC 6901 JSON pointer for `path`, escaping `~` and `/` in keys."""
+def pointer(path: Sequence[str | int]) -> str:
+    """An RFC 6901 JSON pointer for `path` (map keys and list indexes), escaping `~` and `/`."""
     return "".join(
         [
             ("/" + p.replace("~", "~0").replace("/", "~1") if "/" in p or "~" in p else "/" + p)

@@ -7,14 +7,16 @@ where maps belong and quantities of every spelling must lead to a decision or a
 
 from __future__ import annotations
 
-from typing import Any, NamedTuple
+from typing import Any, Literal, NamedTuple
 
 from webhook.api import quantity
 from webhook.api.names import CONTAINER_ANNOTATION, GPU_RESOURCE
 from webhook.api.text import shorten
+from webhook.api.types import KubeObject
 from webhook.policy import Policy
 
-SECTIONS = ("initContainers", "containers")
+Section = Literal["initContainers", "containers"]
+SECTIONS: tuple[Section, ...] = ("initContainers", "containers")
 
 
 class Refusal(Exception):
@@ -24,8 +26,9 @@ class Refusal(Exception):
 class Ask(NamedTuple):
     """One container's GPU needs (an immutable named tuple)."""
 
-    section: str  # "containers" or "initContainers"
-    index: int
+    section: Section
+    # Its index in the section; not `index`, which would hide the tuple method of that name.
+    position: int
     name: str
     sidecar: bool  # an init container with restartPolicy: Always runs beside the app
     gpus: int  # GPUs this container occupies (a memory request counts as one)
@@ -35,7 +38,7 @@ class Ask(NamedTuple):
     @property
     def where(self) -> str:
         """`containers[0] (cuda)` for messages."""
-        return f"{self.section}[{self.index}] ({shorten_name(self.name)})"
+        return f"{self.section}[{self.position}] ({shorten_name(self.name)})"
 
 
 def shorten_name(name: object) -> str:
@@ -43,7 +46,7 @@ def shorten_name(name: object) -> str:
     return shorten(name, 63)
 
 
-def _maps(container: dict) -> tuple[dict, dict]:
+def _maps(container: KubeObject) -> tuple[KubeObject, KubeObject]:
     resources = container.get("resources")
     if not isinstance(resources, dict):
         return {}, {}
@@ -54,7 +57,7 @@ def _maps(container: dict) -> tuple[dict, dict]:
     )
 
 
-def _value(limits: dict, requests: dict, resource: str, where: str) -> Any:
+def _value(limits: KubeObject, requests: KubeObject, resource: str, where: str) -> Any:
     """The container's value for `resource`: limits, else requests; both differing is refused."""
     if resource in limits and resource in requests:
         try:
@@ -70,18 +73,18 @@ def _value(limits: dict, requests: dict, resource: str, where: str) -> Any:
     return limits[resource] if resource in limits else requests.get(resource)
 
 
-def _names_gpu(limits: dict, requests: dict, policy: Policy) -> bool:
+def _names_gpu(limits: KubeObject, requests: KubeObject, policy: Policy) -> bool:
     if GPU_RESOURCE in limits or GPU_RESOURCE in requests:
         return True
     return any(resource in limits or resource in requests for resource in policy.memory_resources)
 
 
-def mentions_gpu(container: dict, policy: Policy) -> bool:
+def mentions_gpu(container: KubeObject, policy: Policy) -> bool:
     """True when the container names nvidia.com/gpu or one of the policy's memory resources."""
     return _names_gpu(*_maps(container), policy)
 
 
-def pod_mentions_gpu(spec: dict, policy: Policy) -> bool:
+def pod_mentions_gpu(spec: KubeObject, policy: Policy) -> bool:
     """True when any container or init container of the pod spec `mentions_gpu`."""
     for section in SECTIONS:
         items = spec.get(section)
@@ -92,7 +95,7 @@ def pod_mentions_gpu(spec: dict, policy: Policy) -> bool:
     return False
 
 
-def containers(spec: dict, section: str) -> list[tuple[int, dict]]:
+def containers(spec: KubeObject, section: Section) -> list[tuple[int, KubeObject]]:
     """(index, container) pairs of one section, skipping entries that are not objects."""
     items = spec.get(section)
     if not isinstance(items, list):
@@ -100,7 +103,9 @@ def containers(spec: dict, section: str) -> list[tuple[int, dict]]:
     return [(i, c) for i, c in enumerate(items) if isinstance(c, dict)]
 
 
-def _annotation_target(spec: dict, annotations: dict, prefix: str) -> tuple[str, int]:
+def _annotation_target(
+    spec: KubeObject, annotations: KubeObject, prefix: str
+) -> tuple[Section, int]:
     wanted = annotations.get(CONTAINER_ANNOTATION)
     if wanted is None:
         app = containers(spec, "containers")
@@ -122,7 +127,9 @@ def _annotation_target(spec: dict, annotations: dict, prefix: str) -> tuple[str,
     )
 
 
-def _annotation_memory(policy: Policy, annotations: dict, prefix: str) -> tuple[int, str] | None:
+def _annotation_memory(
+    policy: Policy, annotations: KubeObject, prefix: str
+) -> tuple[int, str] | None:
     key = policy.annotation
     if key is None or key not in annotations:
         return None
@@ -136,7 +143,7 @@ def _annotation_memory(policy: Policy, annotations: dict, prefix: str) -> tuple[
         raise Refusal(f"{where}: {err}; write a quantity such as 2Gi or 1536Mi") from None
 
 
-def read_asks(spec: dict, annotations: dict, policy: Policy, prefix: str) -> list[Ask]:
+def read_asks(spec: KubeObject, annotations: KubeObject, policy: Policy, prefix: str) -> list[Ask]:
     """Every container that uses the GPU, in init-then-app order; raise `Refusal` on bad asks.
 
     `prefix` is the field path to the pod template (`spec.template.`) for messages.

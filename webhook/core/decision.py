@@ -12,12 +12,13 @@ from typing import Any, Literal, NamedTuple
 from webhook.api import quantity
 from webhook.api.names import FROM_ANNOTATION, GPU_RESOURCE, PROFILE_ANNOTATION, SKIP_ANNOTATION
 from webhook.api.text import WARNING_LIMIT, shorten
+from webhook.api.types import KubeObject, PatchOperation
 from webhook.api.workload import as_map, dig, field_path, group_of, template_path
 from webhook.policy import Policy, Profile
 
 from .asks import Ask, Refusal, effective_gpus, pod_mentions_gpu, read_asks
-from .edit import Editor
-from .placement import admits, best_fit, constraints
+from .edit import Editor, Path
+from .placement import Constraints, admits, best_fit, constraints
 
 Outcome = Literal["skipped", "allowed", "mutated", "denied"]
 
@@ -38,7 +39,7 @@ class Decision(NamedTuple):
     reason: str = ""
     warnings: tuple[str, ...] = ()
     profile: str | None = None
-    patch: tuple[dict, ...] = ()  # RFC 6902 operations from the input object to `obj`
+    patch: tuple[PatchOperation, ...] = ()  # RFC 6902 operations from the input object to `obj`
 
     @property
     def allowed(self) -> bool:
@@ -93,11 +94,17 @@ def decide(
 
 
 def _decide_gpu_pod(
-    obj: dict, path: tuple[str, ...], spec: dict, annotations: dict, policy: Policy, prefix: str
+    obj: KubeObject,
+    path: tuple[str, ...],
+    spec: KubeObject,
+    annotations: KubeObject,
+    policy: Policy,
+    prefix: str,
 ) -> Decision:
     asks = read_asks(spec, annotations, policy, prefix)
     gpus = effective_gpus(asks)
-    memory_asks = [a for a in asks if a.memory_mib is not None]
+    sized = [(a, a.memory_mib) for a in asks if a.memory_mib is not None]
+    memory_asks = [a for a, _ in sized]
     pinned = constraints(spec, policy.profiles)
     admitted = [p for p in policy.profiles if admits(pinned, p)] if pinned else policy.profiles
     if not memory_asks:
@@ -112,8 +119,7 @@ def _decide_gpu_pod(
             profile=admitted[0].name if len(admitted) == 1 else None,
         )
     _check_count(asks, gpus, policy, prefix)
-    biggest = max(memory_asks, key=lambda a: a.memory_mib)
-    memory = biggest.memory_mib
+    biggest, memory = max(sized, key=lambda pair: pair[1])
     if pinned and not admitted:
         raise Refusal(
             f"{prefix}spec: the pod selects {_pinned_text(spec, pinned)}, which is no "
@@ -124,13 +130,15 @@ def _decide_gpu_pod(
     choice = best_fit(admitted if pinned else policy.profiles, memory)
     if choice is None:
         largest = policy.profiles[-1]
-        if pinned and memory <= largest.memory_mib:
+        # Only a pinned pod can miss a class that holds it: the one it should pin instead.
+        instead = best_fit(policy.profiles, memory) if pinned else None
+        if instead is not None:
             small = admitted[-1]
             raise Refusal(
                 f"{prefix}spec.nodeSelector/affinity: the pod pins {small.name} "
                 f"({small.selector_text}, {small.memory_mib}Mi) but {biggest.where} asks "
                 f"{biggest.source} ({memory}Mi); remove the selector or pin "
-                f"{best_fit(policy.profiles, memory).name}"
+                f"{instead.name}"
             )
         if policy.when_no_profile_fits == "ignore":
             return Decision(
@@ -146,7 +154,7 @@ def _decide_gpu_pod(
                 ),
             )
         raise Refusal(
-            f"{prefix}spec.{biggest.section}[{biggest.index}].resources: {biggest.where} asks "
+            f"{prefix}spec.{biggest.section}[{biggest.position}].resources: {biggest.where} asks "
             f"{biggest.source} ({memory}Mi), more than the largest lightweight GPU "
             f"{largest.name} ({largest.memory_mib}Mi) of policy {policy.name!r}; ask for at "
             f"most {_at_most(biggest, largest, policy)}, or ask nvidia.com/gpu for a full GPU "
@@ -203,8 +211,8 @@ def _at_most(ask: Ask, largest: Profile, policy: Policy) -> str:
     return f"{resource}: {largest.memory_mib * quantity.MIB // unit} (units of {size})"
 
 
-def _pinned_text(spec: dict, pinned: dict) -> str:
-    selector = spec.get("nodeSelector") if isinstance(spec.get("nodeSelector"), dict) else {}
+def _pinned_text(spec: KubeObject, pinned: Constraints) -> str:
+    selector = as_map(spec.get("nodeSelector"))
     return " and ".join(
         f"nodeSelector {key}={shorten(selector[key])}"
         if key in selector
@@ -217,7 +225,7 @@ def _classes(profiles: tuple[Profile, ...]) -> str:
     return ", ".join(f"{p.name}: {p.selector_text}" for p in profiles[:8])
 
 
-def _set_count(edit: Editor, held: Any, path: tuple, count: int) -> None:
+def _set_count(edit: Editor, held: Any, path: Path, count: int) -> None:
     """Set `path` (a GPU count in limits or requests, currently in map `held`) to `count`."""
     current = held.get(GPU_RESOURCE) if isinstance(held, dict) else None
     try:
@@ -229,9 +237,9 @@ def _set_count(edit: Editor, held: Any, path: tuple, count: int) -> None:
 
 
 def _rewrite(
-    obj: dict,
+    obj: KubeObject,
     path: tuple[str, ...],
-    template_spec: dict,
+    template_spec: KubeObject,
     memory_asks: list[Ask],
     choice: Profile,
     policy: Policy,
@@ -241,9 +249,9 @@ def _rewrite(
     spec = (*path, "spec")
     removed = (*policy.memory_resources, *policy.companion_resources)
     for ask in memory_asks:
-        resources = (*spec, ask.section, ask.index, "resources")
+        resources: Path = (*spec, ask.section, ask.position, "resources")
         # Read from the input: the edits so far changed other containers, not this one.
-        current = template_spec[ask.section][ask.index].get("resources")
+        current = template_spec[ask.section][ask.position].get("resources")
         if not isinstance(current, dict):
             edit.set(resources, {"limits": {GPU_RESOURCE: str(ask.gpus)}})
             continue

@@ -20,8 +20,9 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from functools import lru_cache
-from typing import Any
+from typing import Any, Literal
 
+from webhook.api.types import KubeObject, PatchOperation
 from webhook.api.workload import as_map, pointer
 
 # The decision edits the same few paths of every pod (resources of container i, the
@@ -40,7 +41,7 @@ class Editor:
 
     def __init__(self, root: Any):
         self.root = root
-        self.ops: list[dict] = []
+        self.ops: list[PatchOperation] = []
         self._owned: set[int] = set()  # ids of the maps and lists this editor copied or inserted
         self._live: set[int] = set()  # ids of the inserted ones whose operation shows their content
 
@@ -76,7 +77,7 @@ class Editor:
             node = child
         return node, live
 
-    def _insert(self, op: str, path: Path, value: Any, live: bool) -> None:
+    def _insert(self, op: Literal["add", "replace"], path: Path, value: Any, live: bool) -> None:
         if isinstance(value, (dict, list)):
             self._owned.add(id(value))
             if not live:
@@ -109,7 +110,7 @@ class Editor:
         items.append(value)
         self._insert("add", (*path, "-"), value, live)
 
-    def merge(self, path: Path, members: dict) -> None:
+    def merge(self, path: Path, members: KubeObject) -> None:
         """Set every member of `members` in the map at `path`, which is created (by one
         operation holding all of them) when it is missing or not a map."""
         current = self.get(path)
@@ -121,7 +122,7 @@ class Editor:
             if key not in current or current[key] != value:
                 self.set((*path, key), value)
 
-    def ensure(self, path: Path, kind: type) -> None:
+    def ensure(self, path: Path, kind: type[KubeObject] | type[list[Any]]) -> None:
         """Make the member at `path` a map (dict) or list, replacing `null` or a wrong type."""
         if not isinstance(self.get(path), kind):
             self.set(path, kind())

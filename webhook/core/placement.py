@@ -9,7 +9,10 @@ constrained only when every term constrains it.
 from __future__ import annotations
 
 from collections.abc import Iterable
+from typing import Any
 
+from webhook.api.types import KubeObject
+from webhook.api.workload import as_map
 from webhook.policy import Profile
 
 Constraints = dict[str, frozenset[str]]
@@ -53,7 +56,7 @@ def _matching(operator: object, values: frozenset[str], known: frozenset[str]) -
     return frozenset()  # DoesNotExist, or an operator/values the scheduler would reject
 
 
-def _required_terms(spec: dict) -> list:
+def _required_terms(spec: KubeObject) -> list[Any]:
     affinity = spec.get("affinity")
     node = affinity.get("nodeAffinity") if isinstance(affinity, dict) else None
     required = (
@@ -65,14 +68,13 @@ def _required_terms(spec: dict) -> list:
     return terms if isinstance(terms, list) else []
 
 
-def constraints(spec: dict, profiles: Iterable[Profile]) -> Constraints:
+def constraints(spec: KubeObject, profiles: Iterable[Profile]) -> Constraints:
     """For each profile label key the pod constrains, the profiles' values it still admits.
 
     Only values some profile uses matter, so each set is a subset of those; an
     empty set means the pod pins only classes no profile offers.
     """
-    selector = spec.get("nodeSelector")
-    selector = selector if isinstance(selector, dict) else {}
+    selector = as_map(spec.get("nodeSelector"))
     terms = _required_terms(spec)
     if not selector and not terms:
         return {}  # the usual pod pins nothing: skip gathering the profiles' labels
@@ -85,11 +87,14 @@ def constraints(spec: dict, profiles: Iterable[Profile]) -> Constraints:
         universe = frozenset(values)
         admitted: frozenset[str] | None = None
         per_term = [_term_values(term, key, universe) for term in terms]
-        if per_term and all(v is not None for v in per_term):
-            admitted = frozenset().union(*per_term)
+        bounded = [v for v in per_term if v is not None]
+        if bounded and len(bounded) == len(per_term):
+            admitted = frozenset().union(*bounded)
         if key in selector:
-            value = selector[key] if isinstance(selector[key], str) else None
-            admitted = (universe if admitted is None else admitted) & {value}
+            wanted = selector[key]
+            base = universe if admitted is None else admitted
+            # A value that is not a string matches no label (and may not even be hashable).
+            admitted = base & {wanted} if isinstance(wanted, str) else frozenset()
         if admitted is not None:
             result[key] = admitted
     return result

@@ -15,6 +15,7 @@ from typing import Any
 from webhook.api import quantity
 from webhook.api.names import MEM_LABEL
 from webhook.api.text import shorten
+from webhook.api.types import KubeObject
 
 from .model import (
     API_VERSION,
@@ -71,7 +72,7 @@ class _Doc:
     def error(self, path: str, message: str) -> None:
         self.errors.append(f"{self.where}: {path}: {message}")
 
-    def mapping(self, value: Any, path: str, allowed: set[str]) -> dict:
+    def mapping(self, value: Any, path: str, allowed: set[str]) -> KubeObject:
         if value is None:
             return {}
         if not isinstance(value, dict):
@@ -241,11 +242,9 @@ def _policy(doc: _Doc, raw: Any) -> Policy | None:
     raw = doc.mapping(raw, "", {"apiVersion", "kind", "metadata", "spec"})
     metadata = doc.mapping(raw.get("metadata"), "metadata", {"name", "labels", "annotations"})
     name = metadata.get("name")
-    doc.check(
-        isinstance(name, str) and bool(_DNS_SUBDOMAIN.fullmatch(name or "")),
-        "metadata.name",
-        "is required (a DNS name such as default)",
-    )
+    if not (isinstance(name, str) and _DNS_SUBDOMAIN.fullmatch(name)):
+        doc.error("metadata.name", "is required (a DNS name such as default)")
+        name = ""  # never used: the error means no Policy is built
     spec = doc.mapping(
         raw.get("spec"),
         "spec",
@@ -343,7 +342,7 @@ def load_documents(text: str, where: str, errors: list[str]) -> list[Policy]:
     return policies
 
 
-def load_policies(path: str | os.PathLike) -> PolicySet:
+def load_policies(path: str | os.PathLike[str]) -> PolicySet:
     """Load and validate every policy under `path`; raise `PolicyError` listing all errors."""
     root = Path(path)
     errors: list[str] = []
