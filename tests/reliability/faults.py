@@ -38,8 +38,8 @@ from tests.reliability import procfs
 from tests.reliability.load import Load, Record
 from tests.reliability.policy_steps import POLICY, policy_steps
 from tests.reliability.report import row, table
-from tests.server_harness import REPO, make_certs, serving, wait_for
-from tests.test_server_tls import install_file_by_file, install_kubelet_style
+from tests.server.test_tls import install_file_by_file, install_kubelet_style
+from tests.support.server import REPO, make_certs, serving, wait_for
 
 OUT = REPO / "bench-results" / "reliability-faults.json"
 WARM_UP = 300  # requests before a fault strikes

@@ -25,8 +25,15 @@ from typing import Self
 
 import orjson
 
-from tests.https_client import JSON, SNI, Connection, client_context, raw_request, read_response
-from tests.server_harness import admission_review, gpu_pod, wait_for
+from tests.support.https_client import (
+    JSON,
+    SNI,
+    Connection,
+    client_context,
+    raw_request,
+    read_response,
+)
+from tests.support.server import admission_review, gpu_pod, wait_for
 
 BODY = orjson.dumps(admission_review(gpu_pod({"aliyun.com/gpu-mem": 2}), uid="load"))
 HEADERS = {"Content-Type": "application/json"}

@@ -1,7 +1,7 @@
 """The policy-file faults of `faults.py`: a valid edit, four bad states, a restore.
 
 Each `Step` changes the live policy file in place, as an admin's editor or a broken
-rollout would (kubelet's ConfigMap symlink swap is covered by tests/test_server_policy.py),
+rollout would (kubelet's ConfigMap symlink swap is covered by tests/server/test_policy.py),
 and says which /metrics counter moves once per worker when the server has seen it, and for
 a valid state which class the load's review (2 GiB of GPU memory) must then get.
 """
@@ -12,7 +12,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
-from tests.server_harness import REPO
+from tests.support.server import REPO
 from webhook.policy import load_documents
 
 POLICY = REPO / "policies" / "default.yaml"

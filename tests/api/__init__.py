@@ -1,0 +1,1 @@
+"""Tests of `webhook.api`: Kubernetes quantities."""

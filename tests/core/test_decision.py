@@ -1,0 +1,514 @@
+"""The decision, rule by rule (SPEC §3), over pods and every workload kind."""
+
+import copy
+from pathlib import Path
+
+import jsonpatch
+import pytest
+import yaml
+
+from webhook.core.decision import decide
+from webhook.policy import load_documents, load_policies
+
+ROOT = Path(__file__).resolve().parents[2]
+POLICIES = load_policies(ROOT / "policies/default.yaml")
+DEFAULT = POLICIES.for_namespace("default")
+MEM = "aliyun.accelerator/nvidia_mem"
+
+
+def container(name="app", limits=None, requests=None, **extra):
+    resources = {k: v for k, v in (("limits", limits), ("requests", requests)) if v is not None}
+    return {
+        "name": name,
+        "image": "nvidia/cuda:12.4.0-base-ubuntu22.04",
+        **({"resources": resources} if resources else {}),
+        **extra,
+    }
+
+
+def pod(
+    *containers,
+    init=(),
+    selector=None,
+    affinity=None,
+    annotations=None,
+    node_name=None,
+    tolerations=None,
+):
+    spec = {"containers": list(containers) or [container()]}
+    for key, value in (
+        ("initContainers", list(init)),
+        ("nodeSelector", selector),
+        ("affinity", affinity),
+        ("nodeName", node_name),
+        ("tolerations", tolerations),
+    ):
+        if value:
+            spec[key] = value
+    metadata = {"name": "gpu-pod", "namespace": "default"}
+    if annotations:
+        metadata["annotations"] = annotations
+    return {"apiVersion": "v1", "kind": "Pod", "metadata": metadata, "spec": spec}
+
+
+WORKLOADS = {
+    "Deployment": ("apps/v1", ("spec", "template")),
+    "StatefulSet": ("apps/v1", ("spec", "template")),
+    "DaemonSet": ("apps/v1", ("spec", "template")),
+    "ReplicaSet": ("apps/v1", ("spec", "template")),
+    "ReplicationController": ("v1", ("spec", "template")),
+    "Job": ("batch/v1", ("spec", "template")),
+    "CronJob": ("batch/v1", ("spec", "jobTemplate", "spec", "template")),
+}
+
+
+def workload(kind, template_pod, api_version=None):
+    version, path = WORKLOADS[kind]
+    template = {"metadata": template_pod.get("metadata", {}), "spec": template_pod["spec"]}
+    obj = {
+        "apiVersion": api_version or version,
+        "kind": kind,
+        "metadata": {"name": "w", "namespace": "default"},
+        "spec": {},
+    }
+    node = obj
+    for key in path[:-1]:
+        node = node.setdefault(key, {})
+    node[path[-1]] = template
+    return obj
+
+
+def affinity(*terms):
+    return {
+        "nodeAffinity": {
+            "requiredDuringSchedulingIgnoredDuringExecution": {
+                "nodeSelectorTerms": [{"matchExpressions": list(t)} for t in terms]
+            }
+        }
+    }
+
+
+def gpu_mem(value, **kw):
+    return container(limits={"aliyun.com/gpu-mem": value}, **kw)
+
+
+SIDE = {"restartPolicy": "Always"}
+ANN = "lwgpu.io/gpu-memory"
+
+# (id, object, expected outcome, expected profile or None, substrings of reason/warning)
+CASES = [
+    (
+        "seed-form",
+        pod(container(limits={"nvidia.com/gpu": "1"}), selector={MEM: "2048MiB"}),
+        "allowed",
+        "GRID-P4-2Q",
+        [],
+    ),
+    (
+        "gpu-mem-2",
+        pod(gpu_mem(2)),
+        "mutated",
+        "GRID-P4-2Q",
+        ["aliyun.com/gpu-mem=2 (2048Mi) -> nvidia.com/gpu=1 on GRID-P4-2Q"],
+    ),
+    ("gpu-mem-string", pod(gpu_mem("1")), "mutated", "GRID-P4-1Q", []),
+    ("gpu-mem-fraction", pod(gpu_mem("1.5")), "mutated", "GRID-P4-2Q", []),
+    (
+        "hami-gpumem",
+        pod(container(limits={"nvidia.com/gpu": 1, "nvidia.com/gpumem": 3000})),
+        "mutated",
+        "GRID-P4-4Q",
+        ["nvidia.com/gpumem=3000 (3000Mi)"],
+    ),
+    (
+        "init-plus-app",
+        pod(gpu_mem(2), init=[container("warm", limits={"nvidia.com/gpu": 1})]),
+        "mutated",
+        "GRID-P4-2Q",
+        [],
+    ),
+    (
+        "init-and-app-memory",
+        pod(gpu_mem(2), init=[gpu_mem(4, name="prep")]),
+        "mutated",
+        "GRID-P4-4Q",
+        ["(4096Mi)"],
+    ),
+    (
+        "sidecar-adds-up",
+        pod(gpu_mem(2), init=[gpu_mem(1, name="side", **SIDE)]),
+        "denied",
+        None,
+        ["needs 2 GPUs", "initContainers[0] (side): 1", "exactly one GPU"],
+    ),
+    (
+        "two-app-containers",
+        pod(gpu_mem(2), gpu_mem(1, name="worker")),
+        "denied",
+        None,
+        ["spec: the pod needs 2 GPUs", "containers[1] (worker): 1", "split the pod"],
+    ),
+    ("pinned-larger", pod(gpu_mem(2), selector={MEM: "4096MiB"}), "mutated", "GRID-P4-4Q", []),
+    (
+        "pinned-smaller",
+        pod(gpu_mem(2), selector={MEM: "1024MiB"}),
+        "denied",
+        None,
+        [
+            "pins GRID-P4-1Q",
+            "aliyun.com/gpu-mem=2 (2048Mi)",
+            "remove the selector or pin GRID-P4-2Q",
+        ],
+    ),
+    (
+        "pinned-unknown",
+        pod(gpu_mem(2), selector={MEM: "16384MiB"}),
+        "denied",
+        None,
+        [
+            "selects nodeSelector aliyun.accelerator/nvidia_mem=16384MiB",
+            "no lightweight GPU class",
+            "remove that selector",
+        ],
+    ),
+    (
+        "affinity-in",
+        pod(
+            gpu_mem(2),
+            affinity=affinity([{"key": MEM, "operator": "In", "values": ["1024MiB", "4096MiB"]}]),
+        ),
+        "mutated",
+        "GRID-P4-4Q",
+        [],
+    ),
+    (
+        "affinity-notin",
+        pod(
+            gpu_mem(1),
+            affinity=affinity(
+                [{"key": MEM, "operator": "NotIn", "values": ["1024MiB", "2048MiB"]}]
+            ),
+        ),
+        "mutated",
+        "GRID-P4-4Q",
+        [],
+    ),
+    (
+        "affinity-one-term-free",
+        pod(
+            gpu_mem(1),
+            affinity=affinity(
+                [{"key": MEM, "operator": "In", "values": ["8192MiB"]}],
+                [{"key": "zone", "operator": "In", "values": ["a"]}],
+            ),
+        ),
+        "mutated",
+        "GRID-P4-1Q",
+        [],
+    ),
+    (
+        "node-name-preset",
+        pod(gpu_mem(2), node_name="node-7"),
+        "denied",
+        None,
+        ["spec.nodeName", "'node-7'", "remove spec.nodeName"],
+    ),
+    (
+        "limits-neq-requests",
+        pod(container(limits={"aliyun.com/gpu-mem": 2}, requests={"aliyun.com/gpu-mem": 1})),
+        "denied",
+        None,
+        ["limits[aliyun.com/gpu-mem]=2 and requests[aliyun.com/gpu-mem]=1 differ"],
+    ),
+    (
+        "limits-eq-requests",
+        pod(container(limits={"aliyun.com/gpu-mem": 2}, requests={"aliyun.com/gpu-mem": "2"})),
+        "mutated",
+        "GRID-P4-2Q",
+        [],
+    ),
+    (
+        "requests-only",
+        pod(container(requests={"aliyun.com/gpu-mem": 4, "cpu": "1"})),
+        "mutated",
+        "GRID-P4-4Q",
+        [],
+    ),
+    (
+        "annotation",
+        pod(container(), annotations={ANN: "1536Mi"}),
+        "mutated",
+        "GRID-P4-2Q",
+        ["lwgpu.io/gpu-memory=1536Mi (1536Mi)"],
+    ),
+    (
+        "annotation-decimal",
+        pod(container(), annotations={ANN: "500M"}),
+        "mutated",
+        "GRID-P4-1Q",
+        [],
+    ),
+    (
+        "annotation-two-containers",
+        pod(container(), container("b"), annotations={ANN: "1Gi"}),
+        "denied",
+        None,
+        ["has 2 (app, b)", "lwgpu.io/container"],
+    ),
+    (
+        "annotation-named-container",
+        pod(container(), container("b"), annotations={ANN: "3Gi", "lwgpu.io/container": "b"}),
+        "mutated",
+        "GRID-P4-4Q",
+        [],
+    ),
+    (
+        "annotation-unknown-container",
+        pod(container(), annotations={ANN: "1Gi", "lwgpu.io/container": "nope"}),
+        "denied",
+        None,
+        ["no container is named"],
+    ),
+    (
+        "annotation-no-unit",
+        pod(container(), annotations={ANN: "2"}),
+        "denied",
+        None,
+        ["metadata.annotations[lwgpu.io/gpu-memory]", "less than 1Mi", "2Gi"],
+    ),
+    (
+        "annotation-garbage",
+        pod(container(), annotations={ANN: "lots"}),
+        "denied",
+        None,
+        ["'lots' is not a Kubernetes quantity"],
+    ),
+    (
+        "gpu-2-lightweight",
+        pod(container(limits={"nvidia.com/gpu": 2}), selector={MEM: "2048MiB"}),
+        "denied",
+        None,
+        ["needs 2 GPUs"],
+    ),
+    (
+        "gpu-2-whole-node",
+        pod(container(limits={"nvidia.com/gpu": 2})),
+        "allowed",
+        None,
+        ["whole GPUs"],
+    ),
+    (
+        "gpu-fractional",
+        pod(container(limits={"nvidia.com/gpu": "0.5"})),
+        "denied",
+        None,
+        ["not a whole number of devices"],
+    ),
+    (
+        "too-big",
+        pod(gpu_mem(16)),
+        "denied",
+        None,
+        [
+            "containers[0].resources",
+            "(16384Mi), more than the largest",
+            "GRID-P4-8Q (8192Mi)",
+            "ask for at most aliyun.com/gpu-mem: 8 (units of 1Gi)",
+        ],
+    ),
+    (
+        "too-big-hami",
+        pod(container(limits={"nvidia.com/gpumem": 16000})),
+        "denied",
+        None,
+        ["ask for at most nvidia.com/gpumem: 8192 (units of 1Mi)"],
+    ),
+    (
+        "too-big-annotation",
+        pod(container(), annotations={ANN: "9Gi"}),
+        "denied",
+        None,
+        ["ask for at most 8192Mi"],
+    ),
+    (
+        "two-memory-resources",
+        pod(container(limits={"aliyun.com/gpu-mem": 2, "nvidia.com/gpumem": 2048})),
+        "denied",
+        None,
+        ["asks GPU memory twice"],
+    ),
+    (
+        "bad-memory-value",
+        pod(gpu_mem("two")),
+        "denied",
+        None,
+        ["'two' is not a Kubernetes quantity"],
+    ),
+    ("zero-memory", pod(gpu_mem(0)), "denied", None, ["must be greater than zero"]),
+    ("cpu-only", pod(container(limits={"cpu": "1", "memory": "1Gi"})), "skipped", None, []),
+    (
+        "skip-annotation",
+        pod(gpu_mem(2), annotations={"lwgpu.io/skip": "true"}),
+        "skipped",
+        None,
+        [],
+    ),
+    ("resources-null", pod({"name": "a", "resources": None}), "skipped", None, []),
+    (
+        "limits-list",
+        pod({"name": "a", "resources": {"limits": ["nvidia.com/gpu"]}}),
+        "skipped",
+        None,
+        [],
+    ),
+    (
+        "user-selector-kept",
+        pod(gpu_mem(1), selector={"disktype": "ssd", "a/b~c": "x"}),
+        "mutated",
+        "GRID-P4-1Q",
+        [],
+    ),
+]
+
+
+@pytest.mark.parametrize("case_id, obj, outcome, profile, texts", CASES, ids=[c[0] for c in CASES])
+def test_pod_rules(case_id, obj, outcome, profile, texts):
+    original = copy.deepcopy(obj)
+    decision = decide(obj, DEFAULT)
+    assert obj == original, "the decision must not modify its input"
+    assert (decision.outcome, decision.profile) == (outcome, profile), decision.reason
+    message = decision.reason + " ".join(decision.warnings)
+    for text in texts:
+        assert text in message
+    assert all(len(w) <= 120 for w in decision.warnings)
+    if outcome == "mutated":
+        assert jsonpatch.apply_patch(original, list(decision.patch)) == decision.obj
+        again = decide(decision.obj, DEFAULT)
+        assert again.outcome == "allowed" and again.patch == ()
+    else:
+        assert decision.obj is obj and decision.patch == ()
+
+
+def test_rewrite_shape():
+    """Memory removed from limits and requests; GPU in limits (and requests, since it named one)."""
+    obj = pod(
+        container(
+            limits={"aliyun.com/gpu-mem": 2, "cpu": "1"},
+            requests={"aliyun.com/gpu-mem": 2, "cpu": "500m"},
+        ),
+        selector={"disktype": "ssd"},
+    )
+    result = decide(obj, DEFAULT).obj
+    assert result["spec"]["containers"][0]["resources"] == {
+        "limits": {"cpu": "1", "nvidia.com/gpu": "1"},
+        "requests": {"cpu": "500m", "nvidia.com/gpu": "1"},
+    }
+    assert result["spec"]["nodeSelector"] == {"disktype": "ssd", MEM: "2048MiB"}
+    assert result["metadata"]["annotations"] == {
+        "lwgpu.io/profile": "GRID-P4-2Q",
+        "lwgpu.io/rewritten-from": "aliyun.com/gpu-mem=2",
+    }
+
+
+def test_hami_core_share_goes_with_the_memory_request():
+    obj = pod(
+        container(
+            limits={"nvidia.com/gpu": 1, "nvidia.com/gpumem": 3000, "nvidia.com/gpucores": 30}
+        )
+    )
+    limits = decide(obj, DEFAULT).obj["spec"]["containers"][0]["resources"]["limits"]
+    assert limits == {"nvidia.com/gpu": 1}
+    whole = pod(container(limits={"nvidia.com/gpu": 1, "nvidia.com/gpucores": 30}))
+    assert decide(whole, DEFAULT).obj is whole  # no memory request: nothing to rewrite
+
+
+def test_seed_deployment_unchanged_and_gpu_mem_form_becomes_seed_form():
+    seed = yaml.safe_load((ROOT / "examples/cuda-sample.yaml").read_text())
+    asked = yaml.safe_load((ROOT / "examples/cuda-sample-gpu-mem.yaml").read_text())
+    unchanged = decide(seed, DEFAULT)
+    assert unchanged.outcome == "allowed" and unchanged.obj is seed
+    rewritten = decide(asked, DEFAULT).obj
+    annotations = rewritten["spec"]["template"]["metadata"].pop("annotations")
+    assert rewritten == seed
+    assert annotations == {
+        "lwgpu.io/profile": "GRID-P4-2Q",
+        "lwgpu.io/rewritten-from": "aliyun.com/gpu-mem=2",
+    }
+
+
+@pytest.mark.parametrize("kind", WORKLOADS)
+def test_every_workload_kind_is_rewritten_at_its_template(kind):
+    obj = workload(kind, pod(gpu_mem(4)))
+    decision = decide(obj, DEFAULT)
+    assert decision.outcome == "mutated" and decision.profile == "GRID-P4-4Q"
+    prefix = "/" + "/".join(WORKLOADS[kind][1]) + "/"
+    assert all(op["path"].startswith(prefix) for op in decision.patch)
+    assert decide(obj, DEFAULT, operation="UPDATE").outcome == "mutated"
+
+
+@pytest.mark.parametrize("kind", WORKLOADS)
+def test_workload_denials_name_the_template_field(kind):
+    decision = decide(workload(kind, pod(gpu_mem(2), node_name="n1")), DEFAULT)
+    path = ".".join(WORKLOADS[kind][1])
+    assert decision.outcome == "denied" and decision.reason.startswith(f"{path}.spec.nodeName:")
+
+
+@pytest.mark.parametrize(
+    "obj, operation, kind",
+    [
+        (pod(gpu_mem(2)), "UPDATE", None),  # pod specs are immutable
+        (pod(gpu_mem(2)), "DELETE", None),
+        (pod(gpu_mem(2)), "CONNECT", None),
+        (workload("Job", pod(gpu_mem(2)), api_version="batch.volcano.sh/v1alpha1"), "CREATE", None),
+        (pod(gpu_mem(2)), "CREATE", ("metrics.k8s.io", "Pod")),
+        ({"apiVersion": "v1", "kind": "Pod"}, "CREATE", None),
+        ({"apiVersion": "v1", "kind": "Pod", "spec": None}, "CREATE", None),
+        ({"apiVersion": "apps/v1", "kind": "Deployment", "spec": {"template": []}}, "CREATE", None),
+        (None, "CREATE", None),
+        ("text", "CREATE", None),
+        (
+            workload("Deployment", pod(gpu_mem(2)))
+            | {"metadata": {"annotations": {"lwgpu.io/skip": "true"}}},
+            "CREATE",
+            None,
+        ),
+    ],
+)
+def test_out_of_scope_is_skipped(obj, operation, kind):
+    decision = decide(obj, DEFAULT, operation=operation, kind=kind)
+    assert decision.outcome == "skipped" and decision.obj is obj
+
+
+def test_ungoverned_namespace_is_skipped():
+    assert POLICIES.for_namespace("kube-system") is None
+    assert decide(pod(gpu_mem(2)), None).outcome == "skipped"
+
+
+POLICY_WITH_TOLERATIONS = """
+apiVersion: lwgpu.io/v1alpha1
+kind: LightweightGPUPolicy
+metadata: {name: tainted}
+spec:
+  profiles:
+  - name: small
+    memory: 2Gi
+    tolerations: [{key: vgpu, operator: Exists, effect: NoSchedule}]
+  whenNoProfileFits: ignore
+  maxGPUsPerPod: 2
+"""
+
+
+def test_profile_tolerations_and_defaults():
+    errors = []
+    (policy,) = load_documents(POLICY_WITH_TOLERATIONS, "inline", errors)
+    existing = [{"key": "other", "operator": "Exists"}]
+    result = decide(pod(gpu_mem(1), tolerations=existing), policy)
+    assert result.obj["spec"]["tolerations"] == [
+        *existing,
+        {"key": "vgpu", "operator": "Exists", "effect": "NoSchedule"},
+    ]
+    assert result.obj["spec"]["nodeSelector"] == {MEM: "2048MiB"}
+    assert decide(result.obj, policy).outcome == "allowed"
+    ignored = decide(pod(gpu_mem(3)), policy)
+    assert ignored.outcome == "allowed" and "fits no lightweight GPU" in ignored.warnings[0]
+    assert decide(pod(gpu_mem(1), gpu_mem(1, name="b")), policy).outcome == "mutated"

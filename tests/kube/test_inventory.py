@@ -1,0 +1,180 @@
+"""Profile discovery: Nodes' GPU labels, listed and watched on the API double, become classes."""
+
+import logging
+import math
+import time
+
+import pytest
+from kubernetes import client
+
+from tests.fakes.kubeapi import KubeAPIDouble, wait_for
+from webhook.core.placement import best_fit
+from webhook.kube.inventory import NodeInventory, profiles_from_labels
+from webhook.policy import Profile
+
+MEM, NAME = "aliyun.accelerator/nvidia_mem", "aliyun.accelerator/nvidia_name"
+
+
+def node(name, mem=None, gpu=None):
+    """A Node carrying the GPU labels that are given."""
+    labels = {"kubernetes.io/os": "linux"} | ({MEM: mem} if mem else {})
+    labels |= {NAME: gpu} if gpu else {}
+    return {"apiVersion": "v1", "kind": "Node", "metadata": {"name": name, "labels": labels}}
+
+
+def summary(profiles):
+    """(name, MiB, selector) per profile, for comparisons."""
+    return [(p.name, p.memory_mib, dict(p.node_selector)) for p in profiles]
+
+
+P4_2Q = ("GRID-P4-2Q", 2048, {MEM: "2048MiB"})
+TESLA_P4 = ("Tesla-P4", 7611, {MEM: "7611MiB"})
+
+
+@pytest.mark.parametrize(
+    "labels,expected",
+    [
+        (
+            {"a": {MEM: "7611MiB", NAME: "Tesla-P4"}, "b": {MEM: "2048MiB", NAME: "GRID-P4-2Q"}},
+            [P4_2Q, TESLA_P4],
+        ),
+        (
+            {"a": {MEM: "2048MiB", NAME: "GRID-P4-2Q"}, "b": {MEM: "2048MiB", NAME: "Other-2G"}},
+            [("2048MiB", 2048, {MEM: "2048MiB"})],
+        ),
+        ({"a": {MEM: "4096MiB"}}, [("4096MiB", 4096, {MEM: "4096MiB"})]),
+        ({"a": {MEM: "4Gi", NAME: "x"}, "b": {MEM: "MiB"}, "c": {NAME: "y"}}, []),
+        ({}, []),
+    ],
+    ids=["two-classes", "names-disagree", "no-name", "malformed", "none"],
+)
+def test_profiles_from_labels(labels, expected):
+    """One class per nvidia_mem value, named after nvidia_name when the nodes agree."""
+    found = profiles_from_labels(labels)
+    assert summary(found) == expected
+    assert all(isinstance(p, Profile) for p in found)
+
+
+@pytest.fixture(name="kube")
+def fixture_kube():
+    """The API double."""
+    with KubeAPIDouble() as double:
+        yield double
+
+
+@pytest.fixture(name="start")
+def fixture_start(kube):
+    """Start an inventory on the double (fast backoff); stopped after the test."""
+    started = []
+
+    def start():
+        inventory = NodeInventory(
+            client.CoreV1Api(kube.api_client()), backoff=(0.01, 0.04), watch_timeout_s=5
+        ).start()
+        started.append(inventory)
+        assert inventory.wait_synced(10)
+        return inventory
+
+    yield start
+    for inventory in started:
+        inventory.stop()
+
+
+def test_discovered_classes_place_a_5gib_pod_on_7611mib(kube, start):
+    """2048MiB and 7611MiB nodes -> both classes; 5 GiB fits only the 7611MiB class."""
+    for obj in (
+        node("p4-2q", "2048MiB", "GRID-P4-2Q"),
+        node("p4", "7611MiB", "Tesla-P4"),
+        node("cpu"),
+    ):
+        kube.seed(obj)
+    inventory = start()
+    assert summary(inventory.profiles()) == [P4_2Q, TESLA_P4]
+    assert dict(best_fit(inventory.profiles(), 5 * 1024).node_selector) == {MEM: "7611MiB"}
+    assert 0 <= inventory.age_seconds() < 10
+    listed = [r for r in kube.requests if r.method == "GET" and "watch" not in r.query]
+    assert [r.query["labelSelector"] for r in listed] == [MEM]
+
+
+def test_a_class_disappears_with_its_last_node(kube, start):
+    """Deleting one of two 2048MiB nodes keeps the class; deleting the last removes it."""
+    for obj in (
+        node("a", "2048MiB", "GRID-P4-2Q"),
+        node("b", "2048MiB", "GRID-P4-2Q"),
+        node("p4", "7611MiB", "Tesla-P4"),
+    ):
+        kube.seed(obj)
+    inventory = start()
+    kube.delete("v1", "Node", "a")
+    kube.delete("v1", "Node", "p4")
+    # events arrive in order: once p4 is gone, a's deletion has been applied too
+    assert wait_for(lambda: summary(inventory.profiles()) == [P4_2Q])
+    kube.delete("v1", "Node", "b")
+    assert wait_for(lambda: inventory.profiles() == ())
+
+
+def test_labels_changing_on_a_live_node_are_followed(kube, start):
+    """A node gaining the labels adds its class; losing them (it leaves the selector) drops it."""
+    kube.seed(node("gpu", "2048MiB", "GRID-P4-2Q"))
+    inventory = start()
+    kube.seed(node("late", "7611MiB", "Tesla-P4"))
+    assert wait_for(lambda: summary(inventory.profiles()) == [P4_2Q, TESLA_P4])
+    kube.seed(node("gpu"))
+    assert wait_for(lambda: summary(inventory.profiles()) == [TESLA_P4])
+
+
+def test_api_down_keeps_the_last_snapshot_and_never_blocks(kube, start, caplog):
+    """Outage: profiles() answers at once with the last snapshot; the change lands on recovery."""
+    kube.seed(node("gpu", "2048MiB", "GRID-P4-2Q"))
+    inventory = start()
+    with caplog.at_level(logging.WARNING, logger="webhook.kube.inventory"):
+        kube.set_down(True)
+        kube.seed(node("p4", "7611MiB", "Tesla-P4"))
+        assert wait_for(lambda: "503" in caplog.text)
+        began = time.monotonic()
+        answers = [inventory.profiles() for _ in range(1000)]
+        assert time.monotonic() - began < 1.0  # a single API round trip per call would exceed this
+        assert all(summary(answer) == [P4_2Q] for answer in answers)
+        aged = inventory.age_seconds()
+        assert wait_for(lambda: inventory.age_seconds() > aged)
+        kube.set_down(False)
+        assert wait_for(lambda: summary(inventory.profiles()) == [P4_2Q, TESLA_P4])
+
+
+def test_expired_resource_version_relists(kube, start):
+    """A watch resumed from a compacted resourceVersion gets 410 and the inventory re-lists."""
+    kube.seed(node("gpu", "2048MiB", "GRID-P4-2Q"))
+    inventory = start()
+    kube.seed(node("cpu"))  # bumps the version without an event for this watch
+    kube.set_down(True)  # cuts the open watch
+    kube.compact()
+    kube.seed(node("p4", "7611MiB", "Tesla-P4"))
+    kube.set_down(False)
+    assert wait_for(lambda: summary(inventory.profiles()) == [P4_2Q, TESLA_P4])
+    lists = [r for r in kube.requests if r.method == "GET" and "watch" not in r.query]
+    assert len(lists) == 2
+
+
+def test_failures_back_off_exponentially(kube, start, caplog):
+    """Failed lists are retried after doubling delays, capped at the maximum."""
+    kube.seed(node("gpu", "2048MiB", "GRID-P4-2Q"))
+    kube.inject("GET", r"^/api/v1/nodes$", 500, times=4)
+    with caplog.at_level(logging.WARNING, logger="webhook.kube.inventory"):
+        inventory = start()
+    delays = [r.getMessage().rsplit(" ", 1)[-1] for r in caplog.records]
+    assert delays == ["0.01s", "0.02s", "0.04s", "0.04s"]
+    assert summary(inventory.profiles()) == [P4_2Q]
+
+
+def test_stop_ends_the_thread_with_a_watch_open(kube, start):
+    """stop() cuts the open watch and the background thread ends."""
+    inventory = start()
+    assert math.isfinite(inventory.age_seconds()) and inventory.running()
+    inventory.stop()
+    assert not inventory.running()
+
+
+def test_age_is_infinite_before_the_first_list(kube):
+    """Never synced: the age says so (the metric shows +Inf)."""
+    inventory = NodeInventory(client.CoreV1Api(kube.api_client()))
+    assert inventory.age_seconds() == math.inf and inventory.profiles() == ()

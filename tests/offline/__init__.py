@@ -1,0 +1,1 @@
+"""Tests of `webhook.offline`: the `review` CLI and its verdicts over the shared corpus."""

@@ -1,0 +1,131 @@
+"""Policy loading: golden `policy check` messages for bad policies, and namespace resolution.
+
+Regenerate the golden files with LWGPU_UPDATE_GOLDEN=1 after an intended message change.
+"""
+
+import os
+from pathlib import Path
+
+import pytest
+
+from webhook.cli import main
+from webhook.policy import PolicyError, PolicySet, load_documents, load_policies
+from webhook.policy.model import globs_overlap, pattern_rank
+
+ROOT = Path(__file__).resolve().parents[2]
+BAD = sorted((ROOT / "tests/data/policies/bad").glob("*.yaml"))
+GOLDEN = ROOT / "tests/golden/policy_check"
+
+
+@pytest.mark.parametrize("path", BAD, ids=[p.stem for p in BAD])
+def test_policy_check_golden(path, capsys, monkeypatch):
+    monkeypatch.chdir(ROOT)
+    code = main(["policy", "check", str(path.relative_to(ROOT))])
+    out = capsys.readouterr().out
+    golden = GOLDEN / f"{path.stem}.txt"
+    if os.environ.get("LWGPU_UPDATE_GOLDEN"):
+        golden.write_text(out)
+    assert code == 1
+    assert out == golden.read_text()
+
+
+def test_enough_kinds_of_bad_policy_are_covered():
+    assert len(BAD) >= 8
+
+
+@pytest.mark.parametrize("path", ["policies/default.yaml", "policies/examples", "policies"])
+def test_shipped_policies_are_valid(path, capsys, monkeypatch):
+    monkeypatch.chdir(ROOT)
+    assert main(["policy", "check", path]) == 0
+    assert capsys.readouterr().out.startswith("ok: ")
+
+
+def test_default_policy_content():
+    policy = load_policies(ROOT / "policies/default.yaml").for_namespace("default")
+    assert [(p.name, p.memory_mib, dict(p.node_selector)) for p in policy.profiles] == [
+        (f"GRID-P4-{n}Q", n * 1024, {"aliyun.accelerator/nvidia_mem": f"{n * 1024}MiB"})
+        for n in (1, 2, 4, 8)
+    ]
+    assert dict(policy.memory_resources) == {
+        "aliyun.com/gpu-mem": 1 << 30,
+        "nvidia.com/gpumem": 1 << 20,
+    }
+    assert policy.annotation == "lwgpu.io/gpu-memory"
+    assert load_policies(ROOT / "policies/default.yaml").for_namespace("kube-system") is None
+
+
+def test_a_bad_file_in_a_directory_fails_the_whole_load(tmp_path):
+    (tmp_path / "a.yaml").write_text((ROOT / "policies/default.yaml").read_text())
+    (tmp_path / "b.yml").write_text("kind: [")
+    (tmp_path / "..data").mkdir()  # ConfigMap volume internals are hidden and ignored
+    (tmp_path / "notes.txt").write_text("ignored")
+    with pytest.raises(PolicyError) as err:
+        load_policies(tmp_path)
+    assert len(err.value.errors) == 1 and "b.yml" in err.value.errors[0]
+
+
+def test_missing_path():
+    with pytest.raises(PolicyError, match="no such file or directory"):
+        load_policies("/nonexistent/policies")
+
+
+def _policy(name, include, exclude=()):
+    return (
+        f"apiVersion: lwgpu.io/v1alpha1\nkind: LightweightGPUPolicy\nmetadata: {{name: {name}}}\n"
+        f"spec:\n  namespaces: {{include: {list(include)}, exclude: {list(exclude)}}}\n"
+        f"  profiles: [{{name: P, memory: 1Gi}}]\n---\n"
+    )
+
+
+TEAMS = "".join(
+    [
+        _policy("all", ["*"], ["kube-system"]),
+        _policy("teams", ["team-*"]),
+        _policy("team-a", ["team-a"]),
+        _policy("ml", ["ml-?"], ["ml-x"]),
+    ]
+)
+
+
+@pytest.mark.parametrize(
+    "namespace, expected",
+    [
+        ("default", "all"),
+        ("kube-system", None),
+        ("team-b", "teams"),
+        ("team-a", "team-a"),
+        ("ml-1", "ml"),
+        ("ml-x", "all"),  # excluded from 'ml', so the next most specific policy governs it
+        ("team-", "teams"),
+    ],
+)
+def test_most_specific_policy_governs(namespace, expected):
+    errors = []
+    policies = load_documents(TEAMS, "teams.yaml", errors)
+    assert errors == []
+    found = PolicySet(tuple(policies)).for_namespace(namespace)
+    assert (found.name if found else None) == expected
+
+
+@pytest.mark.parametrize(
+    "a, b, overlap",
+    [
+        ("team-*", "*-prod", True),
+        ("team-*", "ml-*", False),
+        ("a?c", "ab*", True),
+        ("a?c", "abd", False),
+        ("*", "x", True),
+        ("a*b*c", "*bx*", True),
+        ("abc", "abcd", False),
+    ],
+)
+def test_globs_overlap(a, b, overlap):
+    assert globs_overlap(a, b) is overlap
+    assert globs_overlap(b, a) is overlap
+
+
+@pytest.mark.parametrize(
+    "pattern, higher_than", [("team-a", "team-*"), ("team-*", "t*"), ("t*", "*"), ("a", "abc*")]
+)
+def test_pattern_rank(pattern, higher_than):
+    assert pattern_rank(pattern) > pattern_rank(higher_than)

@@ -1,0 +1,137 @@
+"""`python -m webhook serve` on the command line: flag errors, the development certificate."""
+
+from __future__ import annotations
+
+import argparse
+import re
+import shlex
+import shutil
+import subprocess
+import sys
+
+import pytest
+from cryptography import x509
+
+from tests.support.server import REPO, make_certs, start, wait_for
+from webhook.cli import main
+from webhook.server import cli
+
+POLICY = REPO / "policies" / "default.yaml"
+# Runs the real command line with the development folder moved out of the repository.
+REDIRECTED = (
+    "import sys; from pathlib import Path; import webhook.server.cli as c; "
+    "c.DEV_CERTS = Path(sys.argv.pop(1)); from webhook.cli import main; sys.exit(main())"
+)
+
+CLIENT_CA_ERROR = "cannot load TLS certificate {a}/tls.crt / key {a}/tls.key / client CA "
+
+
+@pytest.fixture(scope="module")
+def pairs(tmp_path_factory):
+    root = tmp_path_factory.mktemp("pairs")
+    return make_certs(root / "a"), make_certs(root / "b")
+
+
+@pytest.mark.parametrize(
+    "flags,message",
+    [
+        (
+            ["--tls-dir", "{a}", "--tls-cert", "{a}/tls.crt"],
+            "--tls-dir cannot be combined with --tls-cert/--tls-key",
+        ),
+        (["--tls-cert", "{a}/tls.crt"], "--tls-cert and --tls-key must be given together"),
+        (["--tls-key", "{a}/tls.key"], "--tls-cert and --tls-key must be given together"),
+        (
+            ["--tls-dir", "{empty}"],
+            "cannot load TLS certificate {empty}/tls.crt / key {empty}/tls.key",
+        ),
+        (
+            ["--tls-cert", "{a}/tls.crt", "--tls-key", "{b}/tls.key"],
+            "cannot load TLS certificate {a}/tls.crt",
+        ),
+        (
+            ["--tls-dir", "{a}", "--client-ca", "{empty}/missing.crt"],
+            CLIENT_CA_ERROR + "{empty}/missing.crt: [Errno 2] No such file or directory",
+        ),
+        (
+            ["--tls-dir", "{a}", "--client-ca", "{a}/tls.key"],
+            CLIENT_CA_ERROR + "{a}/tls.key: [X509: NO_CERTIFICATE_OR_CRL_FOUND]",
+        ),
+    ],
+)
+def test_unusable_tls_flags_exit_2(pairs, tmp_path, capsys, flags, message):
+    names = {"a": pairs[0], "b": pairs[1], "empty": tmp_path}
+    assert main(["serve", *(f.format(**names) for f in flags)]) == 2
+    assert f"webhook serve: error: {message.format(**names)}" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize(
+    "flags,message",
+    [
+        (["--port", "0"], "must be a TCP port (1-65535), got 0"),
+        (["--port", "70000"], "must be a TCP port (1-65535), got 70000"),
+        (["--workers", "0"], "must be at least 1, got 0"),
+        (["--threads", "-2"], "must be at least 1, got -2"),
+    ],
+)
+def test_bad_numbers_are_usage_errors(capsys, flags, message):
+    with pytest.raises(SystemExit) as exited:
+        main(["serve", *flags])
+    assert exited.value.code == 2 and message in capsys.readouterr().err
+
+
+def test_defaults_match_the_spec():
+    parser = argparse.ArgumentParser()
+    cli.register(parser.add_subparsers())
+    args = parser.parse_args(["serve"])
+    assert (args.host, args.port, args.workers, args.threads) == ("127.0.0.1", 8443, 2, 8)
+    assert args.policies == REPO / "policies" / "default.yaml"
+    assert cli.DEV_CERTS == REPO / ".dev-certs"
+
+
+def test_development_certificate_is_created_once(tmp_path, monkeypatch, capsys):
+    monkeypatch.setattr(cli, "DEV_CERTS", tmp_path / "dev")
+    certfile, keyfile = cli.development_pair(9443)
+    first = certfile.read_bytes()
+    sans = (
+        x509.load_pem_x509_certificate(first)
+        .extensions.get_extension_for_class(x509.SubjectAlternativeName)
+        .value
+    )
+    assert {"localhost", "lwgpu-webhook.lwgpu-system.svc"} <= set(
+        sans.get_values_for_type(x509.DNSName)
+    )
+    assert [str(ip) for ip in sans.get_values_for_type(x509.IPAddress)] == ["127.0.0.1"]
+    assert "https://localhost:9443/healthz" in capsys.readouterr().err
+    cli.development_pair(9443)
+    assert certfile.read_bytes() == first and keyfile.exists()
+
+
+@pytest.mark.skipif(shutil.which("curl") is None, reason="curl is not installed")
+def test_serve_without_tls_flags_answers_the_printed_curl(tmp_path):
+    dev = tmp_path / "dev-certs"
+    server = start(
+        tmp_path,
+        POLICY,
+        None,
+        launcher=(sys.executable, "-c", REDIRECTED, str(dev)),
+        ca=dev / "ca.crt",
+    )
+    try:
+        hint = wait_for(
+            lambda: re.search(r"try: (curl .*)", server.stderr.read_text()), what="the curl hint"
+        )
+        command = shlex.split(hint.group(1))
+        answer = subprocess.run(
+            command, cwd=REPO, capture_output=True, text=True, timeout=30, check=False
+        )
+    finally:
+        server.stop()
+    assert command == [
+        "curl",
+        "--cacert",
+        str(dev / "ca.crt"),
+        f"https://localhost:{server.port}/healthz",
+    ]
+    assert answer.returncode == 0, answer.stderr
+    assert answer.stdout == '{"status":"ok"}'

@@ -1,0 +1,185 @@
+"""Edge checks before any decision: golden JSON bodies for every 4xx, the early 413, the 500.
+
+Requests are written byte by byte on a verified TLS socket, so a test controls exactly what
+the server sees (no Content-Length, chunked bodies, a body still being sent).
+Regenerate the golden files with LWGPU_UPDATE_GOLDEN=1 after an intended message change.
+"""
+
+from __future__ import annotations
+
+import os
+import types
+
+import orjson
+import pytest
+
+from tests.support.https_client import JSON, raw_request, read_response
+from tests.support.server import REPO, admission_review, gpu_pod, serving
+from webhook.server.app import MAX_BODY_BYTES, create_app
+
+GOLDEN = REPO / "tests" / "golden" / "server"
+REVIEW = orjson.dumps(admission_review(gpu_pod({"aliyun.com/gpu-mem": 2}), uid="edge-uid"))
+
+
+@pytest.fixture(scope="module")
+def server(tmp_path_factory):
+    with serving(tmp_path_factory.mktemp("edges"), REPO / "policies" / "default.yaml") as running:
+        yield running
+
+
+def chunked(data: bytes, size: int = 1 << 20) -> bytes:
+    chunks = [
+        b"%x\r\n%s\r\n" % (len(data[i : i + size]), data[i : i + size])
+        for i in range(0, len(data), size)
+    ]
+    return b"".join(chunks) + b"0\r\n\r\n"
+
+
+def with_length(body: bytes) -> list[str]:
+    return [JSON, f"Content-Length: {len(body)}"]
+
+
+def assert_golden(name: str, data: bytes) -> None:
+    body = orjson.loads(data)
+    golden = GOLDEN / f"{name}.json"
+    if os.environ.get("LWGPU_UPDATE_GOLDEN"):
+        golden.parent.mkdir(parents=True, exist_ok=True)
+        golden.write_bytes(
+            orjson.dumps(body, option=orjson.OPT_INDENT_2 | orjson.OPT_APPEND_NEWLINE)
+        )
+    assert body == orjson.loads(golden.read_bytes())
+
+
+# golden name, expected status, raw request
+EDGE_CASES = [
+    (
+        "wrong-content-type",
+        415,
+        raw_request(
+            "POST",
+            "/mutate",
+            ["Content-Type: text/plain", f"Content-Length: {len(REVIEW)}"],
+            REVIEW,
+        ),
+    ),
+    (
+        "no-content-type",
+        415,
+        raw_request("POST", "/validate", [f"Content-Length: {len(REVIEW)}"], REVIEW),
+    ),
+    (
+        "too-large-declared",
+        413,
+        raw_request("POST", "/mutate", [JSON, f"Content-Length: {MAX_BODY_BYTES + 1}"]),
+    ),
+    (
+        "too-large-chunked",
+        413,
+        raw_request(
+            "POST",
+            "/mutate",
+            [JSON, "Transfer-Encoding: chunked"],
+            chunked(b" " * (MAX_BODY_BYTES + 1)),
+        ),
+    ),
+    ("no-content-length", 400, raw_request("POST", "/mutate", [JSON])),
+    ("empty-body", 400, raw_request("POST", "/mutate", with_length(b""))),
+    (
+        "malformed-json",
+        400,
+        raw_request("POST", "/mutate", with_length(b'{"apiVersion": "adm'), b'{"apiVersion": "adm'),
+    ),
+    (
+        "not-utf8",
+        400,
+        raw_request("POST", "/mutate", with_length(b'{"a": "\xff"}'), b'{"a": "\xff"}'),
+    ),
+    (
+        "pod-not-review",
+        400,
+        raw_request(
+            "POST", "/mutate", with_length(orjson.dumps(gpu_pod({}))), orjson.dumps(gpu_pod({}))
+        ),
+    ),
+    (
+        "review-v1beta1",
+        400,
+        raw_request(
+            "POST",
+            "/validate",
+            with_length(REVIEW.replace(b"admission.k8s.io/v1", b"admission.k8s.io/v1beta1")),
+            REVIEW.replace(b"admission.k8s.io/v1", b"admission.k8s.io/v1beta1"),
+        ),
+    ),
+    ("get-mutate", 405, raw_request("GET", "/mutate", [])),
+    ("unknown-path", 404, raw_request("POST", "/admit", with_length(REVIEW), REVIEW)),
+]
+
+
+@pytest.mark.parametrize("name,code,request_bytes", EDGE_CASES, ids=[c[0] for c in EDGE_CASES])
+def test_error_bodies_match_golden(server, name, code, request_bytes):
+    with server.raw_socket() as sock:
+        sock.sendall(request_bytes)
+        response = read_response(sock)
+    assert response.status == code
+    assert response.getheader("Content-Type") == "application/json"
+    assert_golden(name, response.data)
+
+
+def test_413_arrives_while_the_client_is_still_sending(server):
+    declared = 4 * MAX_BODY_BYTES
+    # Less than gunicorn's lingering-close drain (64 KiB), so the close is a clean FIN.
+    first_part = REVIEW[:-1] + b" " * 16384
+    with server.raw_socket() as sock:
+        sock.sendall(
+            raw_request("POST", "/mutate", [JSON, f"Content-Length: {declared}"]) + first_part
+        )
+        # Nothing more is sent: the answer must come without the server waiting for the body.
+        response = read_response(sock)
+        assert sock.recv(1) == b""
+    assert response.status == 413 and len(first_part) < declared
+    # Announced before the body was read: the server closes rather than drain 28 MiB to keep it.
+    assert response.getheader("Connection") == "close"
+    assert_golden("too-large-streaming", response.data)
+
+
+def test_the_connection_survives_a_400(server):
+    bad = b'{"apiVersion": '
+    with server.raw_socket() as sock:
+        sock.sendall(raw_request("POST", "/mutate", with_length(bad), bad))
+        first = read_response(sock)
+        sock.sendall(raw_request("POST", "/mutate", with_length(REVIEW), REVIEW))
+        second = read_response(sock)
+    assert (first.status, second.status) == (400, 200)
+    assert orjson.loads(second.data)["response"]["uid"] == "edge-uid"
+
+
+def test_unexpected_exception_is_a_500_naming_the_uid(capfd):
+    # A policy holder whose policy set is not one: the decision raises inside review().
+    broken = types.SimpleNamespace(current=object(), path="broken", error=None, generation=1)
+    client = create_app(broken).test_client()
+    response = client.post("/mutate", data=REVIEW, content_type="application/json")
+    assert response.status_code == 500
+    assert response.get_json() == {
+        "apiVersion": "v1",
+        "kind": "Status",
+        "status": "Failure",
+        "code": 500,
+        "reason": "InternalError",
+        "message": "internal error while reviewing edge-uid: AttributeError",
+        "details": {"uid": "edge-uid"},
+    }
+    line = orjson.loads(capfd.readouterr().out.splitlines()[-1])
+    assert (line["uid"], line["status"], line["decision"]) == ("edge-uid", 500, "error")
+
+
+def test_no_policy_yet_is_a_503_naming_the_uid(tmp_path, capfd):
+    waiting = types.SimpleNamespace(
+        current=None, path=tmp_path / "p.yaml", error="no such file", generation=0
+    )
+    client = create_app(waiting).test_client()
+    response = client.post("/validate", data=REVIEW, content_type="application/json")
+    ready = client.get("/readyz")
+    assert response.status_code == 503 and response.get_json()["details"] == {"uid": "edge-uid"}
+    assert ready.status_code == 503 and "no such file" in ready.get_json()["problems"][0]
+    assert orjson.loads(capfd.readouterr().out.splitlines()[-1])["status"] == 503

@@ -1,0 +1,269 @@
+"""Start the real admission server (`python -m webhook serve`) on a free loopback port.
+
+Reusable by any test: `serving(...)` is a context manager that launches gunicorn over real
+TLS with real certificates, polls `/healthz` with a deadline, yields a `Server` with HTTPS
+helpers, and stops it with SIGTERM (the Pod's shutdown path). Stdout (the per-review JSON
+log) and stderr land in files in the given directory.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+import socket
+import ssl
+import subprocess
+import sys
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TypeVar
+
+import orjson
+from prometheus_client.parser import text_string_to_metric_families
+
+import certs
+from tests.support.https_client import NAMESPACE, SERVICE, SNI, Connection, client_context
+
+REPO = Path(__file__).resolve().parents[2]
+T = TypeVar("T")
+
+
+def wait_for(
+    check: Callable[[], T], timeout: float = 10.0, interval: float = 0.05, what: str = ""
+) -> T:
+    """Poll ``check`` until it returns something truthy; fail after ``timeout`` seconds."""
+    deadline = time.monotonic() + timeout
+    while True:
+        value = check()
+        if value:
+            return value
+        if time.monotonic() > deadline:
+            raise TimeoutError(f"gave up after {timeout}s waiting for {what or check}")
+        time.sleep(interval)
+
+
+def free_port() -> int:
+    """A TCP port on 127.0.0.1 that nothing listens on right now."""
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def make_certs(directory: Path, **kwargs) -> Path:
+    """A real CA and serving certificate for the webhook Service and localhost in ``directory``."""
+    certs.generate(directory, SERVICE, NAMESPACE, dns=("localhost",), ips=("127.0.0.1",), **kwargs)
+    return directory
+
+
+@dataclass
+class Server:
+    """A running `webhook serve`: its process, port, CA and log files."""
+
+    process: subprocess.Popen
+    port: int
+    ca: Path
+    stdout: Path
+    stderr: Path
+
+    def connect(
+        self,
+        server_hostname: str = SNI,
+        ca: Path | None = None,
+        client_cert: tuple[Path, Path] | None = None,
+    ) -> Connection:
+        """A new verified HTTPS connection (not yet opened; the first request opens it)."""
+        context = client_context(ca or self.ca, client_cert=client_cert)
+        return Connection(self.port, context, server_hostname)
+
+    @contextlib.contextmanager
+    def raw_socket(self) -> Iterator[ssl.SSLSocket]:
+        """A verified TLS socket for hand-written requests (see ``raw_request``)."""
+        raw = socket.create_connection(("127.0.0.1", self.port), timeout=10)
+        with client_context(self.ca).wrap_socket(raw, server_hostname=SNI) as tls:
+            yield tls
+
+    def get(self, path: str) -> tuple[int, bytes]:
+        """GET on a fresh connection: status and body."""
+        with contextlib.closing(self.connect()) as conn:
+            status, _, data = conn.call("GET", path)
+            return status, data
+
+    def review(self, endpoint: str, review: dict) -> tuple[int, dict]:
+        """One AdmissionReview on a fresh connection."""
+        with contextlib.closing(self.connect()) as conn:
+            return conn.review(endpoint, review)
+
+    def metrics(self) -> dict[tuple[str, frozenset], float]:
+        """``/metrics`` parsed: (sample name, label items) -> value."""
+        status, data = self.get("/metrics")
+        assert status == 200, data
+        return {
+            (s.name, frozenset(s.labels.items())): s.value
+            for family in text_string_to_metric_families(data.decode())
+            for s in family.samples
+        }
+
+    def log_lines(self) -> list[dict]:
+        """The per-review JSON lines the server wrote to stdout so far."""
+        return [
+            orjson.loads(line) for line in self.stdout.read_bytes().splitlines() if line.strip()
+        ]
+
+    def stop(self, timeout: float = 40) -> int:
+        """SIGTERM (graceful) and wait; SIGKILL if it overstays. The exit status."""
+        if self.process.poll() is None:
+            self.process.send_signal(signal.SIGTERM)
+            try:
+                return self.process.wait(timeout)
+            except subprocess.TimeoutExpired:
+                self.process.kill()
+        return self.process.wait()
+
+
+def start(
+    workdir: Path,
+    policies: Path,
+    tls_dir: Path | None,
+    *,
+    workers: int = 2,
+    threads: int = 4,
+    extra_args: tuple[str, ...] = (),
+    launcher: tuple[str, ...] = (sys.executable, "-m", "webhook"),
+    ca: Path | None = None,
+    **kwargs,
+) -> Server:
+    """Launch ``serve`` with these flags and return once ``/healthz`` answers over verified TLS.
+
+    ``tls_dir=None`` passes no TLS flag (the development certificate; then give ``ca``);
+    ``extra_args`` are appended (``--client-ca FILE``); ``launcher`` replaces
+    ``python -m webhook`` for tests that wrap the command line; ``kwargs`` go to ``launch``.
+    """
+    port = free_port()
+    tls = ["--tls-dir", str(tls_dir)] if tls_dir is not None else []
+    command = [
+        *launcher,
+        "serve",
+        "--port",
+        str(port),
+        "--policies",
+        str(policies),
+        *tls,
+        "--workers",
+        str(workers),
+        "--threads",
+        str(threads),
+        *extra_args,
+    ]
+    return launch(command, workdir, port, ca or tls_dir / "ca.crt", **kwargs)
+
+
+def launch(
+    command: list[str],
+    workdir: Path,
+    port: int,
+    ca: Path,
+    *,
+    env: dict | None = None,
+    timeout: float = 30,
+    ready: str = "/healthz",
+    server_hostname: str = SNI,
+) -> Server:
+    """Run a full server command line that listens on ``port``; return once ``ready`` answers 200.
+
+    The readiness probe is verified against ``ca`` for ``server_hostname``; a server that
+    exits first raises ``RuntimeError`` with its stderr. Logs go to ``workdir/server.*``.
+    """
+    stdout, stderr = workdir / "server.stdout", workdir / "server.stderr"
+    environment = {k: v for k, v in os.environ.items() if k != "PROMETHEUS_MULTIPROC_DIR"}
+    environment.update(env or {})
+    with open(stdout, "wb") as out, open(stderr, "wb") as err:
+        process = subprocess.Popen(command, cwd=REPO, env=environment, stdout=out, stderr=err)
+    server = Server(process, port, ca, stdout, stderr)
+
+    def healthy() -> bool:
+        if process.poll() is not None:
+            raise RuntimeError(f"server exited with {process.returncode}:\n{stderr.read_text()}")
+        try:
+            with contextlib.closing(server.connect(server_hostname)) as conn:
+                return conn.call("GET", ready)[0] == 200
+        except OSError:
+            return False
+
+    try:
+        wait_for(healthy, timeout, what=ready)
+    except BaseException:
+        server.stop()
+        raise
+    return server
+
+
+@contextlib.contextmanager
+def serving(
+    workdir: Path, policies: Path, tls_dir: Path | None = None, **kwargs
+) -> Iterator[Server]:
+    """``start`` (creating certificates in ``workdir/tls`` unless given), yield, then ``stop``."""
+    if tls_dir is None:
+        tls_dir = make_certs(workdir / "tls")
+    server = start(workdir, policies, tls_dir, **kwargs)
+    try:
+        yield server
+    finally:
+        server.stop()
+
+
+def admission_review(
+    obj: dict,
+    *,
+    uid: str = "7f0b2a4e-0001-4c6b-9a55-3f1d2c9b8a01",
+    operation: str = "CREATE",
+    namespace: str = "team-a",
+    dry_run: bool = False,
+) -> dict:
+    """An ``admission.k8s.io/v1`` AdmissionReview as the apiserver sends it for ``obj``."""
+    group, _, version = obj["apiVersion"].rpartition("/")
+    plural = obj["kind"].lower() + "s"
+    return {
+        "apiVersion": "admission.k8s.io/v1",
+        "kind": "AdmissionReview",
+        "request": {
+            "uid": uid,
+            "kind": {"group": group, "version": version, "kind": obj["kind"]},
+            "resource": {"group": group, "version": version, "resource": plural},
+            "requestKind": {"group": group, "version": version, "kind": obj["kind"]},
+            "name": obj["metadata"].get("name", ""),
+            "namespace": namespace,
+            "operation": operation,
+            "userInfo": {"username": "alice", "groups": ["system:authenticated"]},
+            "object": obj,
+            "oldObject": None,
+            "dryRun": dry_run,
+            "options": {"apiVersion": "meta.k8s.io/v1", "kind": "CreateOptions"},
+        },
+    }
+
+
+def gpu_pod(
+    limits: dict,
+    *,
+    name: str = "trainer",
+    generate_name: str | None = None,
+    node_selector: dict | None = None,
+) -> dict:
+    """A one-container Pod with ``limits``; ``generate_name`` replaces ``name`` if given."""
+    metadata = {"generateName": generate_name} if generate_name else {"name": name}
+    spec: dict = {
+        "containers": [
+            {
+                "name": "cuda",
+                "image": "nvidia/cuda:12.4.1-base-ubuntu22.04",
+                "env": [{"name": "API_TOKEN", "value": "s3cr3t"}],
+                "resources": {"limits": limits},
+            }
+        ]
+    }
+    if node_selector:
+        spec["nodeSelector"] = node_selector
+    return {"apiVersion": "v1", "kind": "Pod", "metadata": metadata, "spec": spec}
