@@ -138,7 +138,13 @@ def covers(cert: x509.Certificate, spec: Spec) -> bool:
     ) <= set(sans.get_values_for_type(x509.IPAddress))
 
 
-def _base(subject, issuer, public, now: datetime, not_after: datetime) -> x509.CertificateBuilder:
+def _base(
+    subject: x509.Name,
+    issuer: x509.Name,
+    public: ec.EllipticCurvePublicKey | rsa.RSAPublicKey,
+    now: datetime,
+    not_after: datetime,
+) -> x509.CertificateBuilder:
     return (
         x509.CertificateBuilder()
         .subject_name(subject)

@@ -100,7 +100,9 @@ def _load_key(data: bytes, where: str) -> PrivateKey:
         ) from None
     except (ValueError, UnsupportedAlgorithm):
         raise CertError(f"{where}: not a readable PEM private key") from None
-    if key_type_of(key) is None:
+    # The loader returns any key type; only EC and RSA ones are a PrivateKey, and of those
+    # key_type_of accepts only the curve and size this tool issues.
+    if not isinstance(key, PrivateKey) or key_type_of(key) is None:
         raise CertError(f"{where}: unsupported key type; use ECDSA P-256 or RSA 2048")
     return key
 

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import argparse
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 from .authority import KEY_TYPES, Spec
 from .directory import check, generate
@@ -19,8 +19,10 @@ from .store import load_dir
 def main(argv: Sequence[str] | None = None) -> int:
     """Parse ``argv``, run the command, return the exit code."""
     args = _parser().parse_args(argv)
+    # argparse gives `run` as Any; every sub-parser below sets it to one of these functions.
+    run: Callable[[argparse.Namespace], int] = args.run
     try:
-        return args.run(args)
+        return run(args)
     except CertError as exc:
         print(f"certs: error: {exc}", file=sys.stderr)
         return 2
@@ -45,7 +47,11 @@ def _generate(args: argparse.Namespace) -> int:
     )
     print(f"certs: {args.out}: {state}", file=sys.stderr)
     # stdout carries only the caBundle so that `CA_BUNDLE=$(python -m certs generate ...)` works.
-    print(load_dir(args.out).ca_bundle_b64())
+    cert_set = load_dir(args.out)
+    if cert_set is None:
+        # generate() left a set there; only something else deleting it since gets here.
+        raise CertError(f"{args.out}: the certificate set was removed right after it was written")
+    print(cert_set.ca_bundle_b64())
     return 0
 
 

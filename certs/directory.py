@@ -6,6 +6,8 @@ import os
 from collections.abc import Sequence
 from datetime import UTC, datetime
 
+from cryptography import x509
+
 from .authority import Spec
 from .errors import CertError
 from .rotation import Plan, ensure, not_after_text, plan
@@ -13,7 +15,7 @@ from .store import load_dir, write_dir
 
 
 def generate(
-    out_dir: str | os.PathLike,
+    out_dir: str | os.PathLike[str],
     service: str,
     namespace: str,
     *,
@@ -40,7 +42,7 @@ def generate(
     return changed
 
 
-def check(directory: str | os.PathLike, now: datetime | None = None) -> tuple[list[str], Plan]:
+def check(directory: str | os.PathLike[str], now: datetime | None = None) -> tuple[list[str], Plan]:
     """Expiry lines for every certificate in the directory, and what the rotation rule would do."""
     cert_set = load_dir(directory)
     if cert_set is None:
@@ -53,7 +55,7 @@ def check(directory: str | os.PathLike, now: datetime | None = None) -> tuple[li
     return lines, plan(cert_set, now)
 
 
-def _expiry(label: str, cert, now: datetime) -> str:
+def _expiry(label: str, cert: x509.Certificate, now: datetime) -> str:
     left = cert.not_valid_after_utc - now
     expires = not_after_text(cert)
     return f"{label}: {cert.subject.rfc4514_string()} expires {expires} ({left.days} days left)"

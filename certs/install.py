@@ -23,8 +23,12 @@ from kubernetes.client import (
     AdmissionregistrationV1Api,
     ApiClient,
     CoreV1Api,
+    V1MutatingWebhook,
+    V1MutatingWebhookConfiguration,
     V1ObjectMeta,
     V1Secret,
+    V1ValidatingWebhook,
+    V1ValidatingWebhookConfiguration,
 )
 from kubernetes.client.exceptions import ApiException
 
@@ -84,7 +88,14 @@ def install(
 
 
 def _install_once(
-    core, admission, spec, secret_name, targets, now, patched: list[str], attempts: int
+    core: CoreV1Api,
+    admission: AdmissionregistrationV1Api,
+    spec: Spec,
+    secret_name: str,
+    targets: Sequence[tuple[str, str]],
+    now: datetime,
+    patched: list[str],
+    attempts: int,
 ) -> tuple[str, str]:
     """One read-decide-write pass; returns (what happened to the Secret, the caBundle)."""
     secret = _read_secret(core, spec.namespace, secret_name)
@@ -97,7 +108,8 @@ def _install_once(
             patched.append(f"{kind}/{name}")
     if not changed:
         return "unchanged", bundle
-    data = {
+    # Typed as the V1Secret field is (bytes | str); the values here are always base64 text.
+    data: dict[str, bytes | str] = {
         name: base64.b64encode(pem).decode("ascii") for name, pem in cert_set.to_files().items()
     }
     if secret is None:
@@ -125,7 +137,9 @@ def _resolve(admission: AdmissionregistrationV1Api, name: str) -> list[tuple[str
     return found
 
 
-def _read_config(admission: AdmissionregistrationV1Api, kind: str, name: str):
+def _read_config(
+    admission: AdmissionregistrationV1Api, kind: str, name: str
+) -> V1MutatingWebhookConfiguration | V1ValidatingWebhookConfiguration | None:
     read = (
         admission.read_mutating_webhook_configuration
         if kind == KINDS[0]
@@ -145,19 +159,21 @@ def _patch_ca_bundle(
     config = _read_config(admission, kind, name)
     if config is None:
         raise CertError(f"{kind} {name} was deleted while installing")
-    stale = [
-        i
-        for i, hook in enumerate(config.webhooks or [])
-        if _as_text(hook.client_config.ca_bundle) != bundle
-    ]
+    # Annotated so that both kinds' webhook lists read as one sequence type.
+    hooks: Sequence[V1MutatingWebhook | V1ValidatingWebhook] = config.webhooks or []
+    stale = [i for i, hook in enumerate(hooks) if _as_text(hook.client_config.ca_bundle) != bundle]
     if not stale:
         return False
+    version = config.metadata.resource_version if config.metadata else None
+    if version is None:
+        # Every apiserver sets it; without it the patch below would not be conditional.
+        raise CertError(f"{kind} {name} came back without metadata.resourceVersion")
     # The resourceVersion in the patch makes it conditional: indices cannot shift underneath it.
     ops = [
         {
             "op": "replace",
             "path": "/metadata/resourceVersion",
-            "value": config.metadata.resource_version,
+            "value": version,
         }
     ]
     ops += [

@@ -20,7 +20,9 @@ from .errors import CertError
 WRITE_ORDER = (CA_CRT, CA_KEY, TLS_KEY, TLS_CRT)
 
 
-def read_files(directory: str | os.PathLike, names: Iterable[str] = FILE_NAMES) -> dict[str, bytes]:
+def read_files(
+    directory: str | os.PathLike[str], names: Iterable[str] = FILE_NAMES
+) -> dict[str, bytes]:
     """The named files that exist in the directory, name -> bytes; unreadable is a CertError."""
     found = {}
     for name in names:
@@ -34,13 +36,13 @@ def read_files(directory: str | os.PathLike, names: Iterable[str] = FILE_NAMES) 
     return found
 
 
-def load_dir(directory: str | os.PathLike) -> CertSet | None:
+def load_dir(directory: str | os.PathLike[str]) -> CertSet | None:
     """The set stored in the directory, None when it holds none of the files."""
     files = read_files(directory)
     return CertSet.from_files(files, str(directory)) if files else None
 
 
-def write_dir(directory: str | os.PathLike, cert_set: CertSet) -> None:
+def write_dir(directory: str | os.PathLike[str], cert_set: CertSet) -> None:
     """Write every file of the set into the directory (created 0700 if missing), atomically each."""
     Path(directory).mkdir(mode=0o700, parents=True, exist_ok=True)
     files = cert_set.to_files()

@@ -9,6 +9,7 @@ from __future__ import annotations
 import argparse
 import importlib
 import sys
+from collections.abc import Callable
 
 COMMANDS = (
     "webhook.offline.review",
@@ -32,4 +33,6 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: list[str] | None = None) -> int:
     """Parse `argv` and run the chosen sub-command; return its exit code."""
     args = build_parser().parse_args(sys.argv[1:] if argv is None else argv)
-    return args.func(args)
+    # argparse gives `func` as Any; every `register` sets it to a `run`-style function.
+    func: Callable[[argparse.Namespace], int] = args.func
+    return func(args)

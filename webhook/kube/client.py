@@ -25,12 +25,13 @@ def api_client(kubeconfig: str | None = None, context: str | None = None) -> cli
     configuration = client.Configuration()
     if kubeconfig is None and context is None:
         try:
-            config.load_incluster_config(client_configuration=configuration)
+            # kubernetes.config, unlike kubernetes.client, carries no annotations.
+            config.load_incluster_config(client_configuration=configuration)  # type: ignore[no-untyped-call]
             return client.ApiClient(configuration)
         except config.ConfigException:
             pass  # not in a pod: fall through to kubeconfig
     try:
-        config.load_kube_config(
+        config.load_kube_config(  # type: ignore[no-untyped-call]  # unannotated, as above
             config_file=kubeconfig or os.environ.get("KUBECONFIG"),
             context=context,
             client_configuration=configuration,

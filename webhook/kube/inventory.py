@@ -34,14 +34,16 @@ def profiles_from_labels(labels_by_node: dict[str, dict[str, str]]) -> tuple[Pro
     Nodes whose `nvidia_mem` is not "<integer>MiB" are skipped.
     """
     names: dict[str, set[str]] = defaultdict(set)
+    memory_mib: dict[str, int] = {}
     for labels in labels_by_node.values():
         mem = labels.get(MEM_LABEL, "")
-        if _MIB.match(mem):
+        if match := _MIB.match(mem):
+            memory_mib[mem] = int(match[1])
             names[mem].add(labels.get(NAME_LABEL) or mem)
     found = [
         Profile(
             name=next(iter(seen)) if len(seen) == 1 else mem,
-            memory_mib=int(_MIB.match(mem)[1]),
+            memory_mib=memory_mib[mem],
             node_selector=frozen_map({MEM_LABEL: mem}),
         )
         for mem, seen in names.items()
@@ -85,7 +87,7 @@ class NodeInventory:
         while self._thread.is_alive() and time.monotonic() < deadline:
             current = self._watch
             if current is not None:
-                current.stop()
+                current.stop()  # type: ignore[no-untyped-call]  # kubernetes.watch is unannotated
             self._thread.join(0.05)
 
     def running(self) -> bool:
@@ -110,17 +112,23 @@ class NodeInventory:
         self._synced_at = time.monotonic()
         self._synced.set()
 
-    def _list(self) -> str:
+    def _list(self) -> str | None:
         nodes = self._core.list_node(label_selector=MEM_LABEL, _request_timeout=30)
-        self._labels = {n.metadata.name: dict(n.metadata.labels or {}) for n in nodes.items}
+        # The apiserver names every Node; the model only types the fields as optional.
+        self._labels = {
+            n.metadata.name: dict(n.metadata.labels or {})
+            for n in nodes.items
+            if n.metadata is not None and n.metadata.name is not None
+        }
         self._publish()
-        return nodes.metadata.resource_version
+        # Always set by the apiserver; None would start the watch at the current state.
+        return nodes.metadata.resource_version if nodes.metadata else None
 
-    def _watch_from(self, version: str) -> str:
+    def _watch_from(self, version: str | None) -> str | None:
         """Apply watch events until the watch ends; returns the last resourceVersion seen."""
-        self._watch = watch.Watch()
+        self._watch = watch.Watch()  # type: ignore[no-untyped-call]  # unannotated, as above
         # the read timeout outlasts the server-side timeout, so only a dead connection trips it
-        for event in self._watch.stream(
+        for event in self._watch.stream(  # type: ignore[no-untyped-call]  # unannotated
             self._core.list_node,
             label_selector=MEM_LABEL,
             resource_version=version,

@@ -40,7 +40,8 @@ def ensure_labels(core: client.CoreV1Api, node: str, labels: dict[str, str]) -> 
     from urllib3.exceptions import HTTPError
 
     try:
-        current = core.read_node(node, _request_timeout=REQUEST_TIMEOUT_S).metadata.labels or {}
+        metadata = core.read_node(node, _request_timeout=REQUEST_TIMEOUT_S).metadata
+        current = (metadata.labels if metadata else None) or {}
         if all(current.get(key) == value for key, value in labels.items()):
             return False
         # a merge patch touches only these keys and needs no resourceVersion: no conflicts
@@ -151,7 +152,7 @@ def execute(args: argparse.Namespace, build: Callable[[], client.CoreV1Api] | No
         signal.signal(signal.SIGTERM, previous)
 
 
-def register(subparsers) -> None:
+def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     """Add the `label-node` sub-command to the `python -m webhook` parser."""
     parser = subparsers.add_parser(
         "label-node", help="label this node's GPU (NVML)", description=DESCRIPTION

@@ -50,9 +50,9 @@ def describe(err: pynvml.NVMLError) -> str:
     return f"{name}: {err}"
 
 
-def _text(value) -> str:
+def _text(value: bytes | str) -> str:
     # older nvidia-ml-py releases return bytes, newer ones str
-    return value.decode("utf-8", "replace") if isinstance(value, bytes) else str(value)
+    return value.decode("utf-8", "replace") if isinstance(value, bytes) else value
 
 
 def read_gpu() -> GPUInfo:

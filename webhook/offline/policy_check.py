@@ -7,7 +7,7 @@ import argparse
 from webhook.policy import PolicyError, load_policies
 
 
-def register(subparsers: argparse._SubParsersAction) -> None:
+def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     """Add the `policy` sub-command group."""
     parser = subparsers.add_parser("policy", help="work with policy files")
     actions = parser.add_subparsers(dest="action", required=True)

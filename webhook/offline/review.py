@@ -23,7 +23,7 @@ from webhook.policy import PolicyError, PolicySet, load_policies
 from .manifests import Document, InputError, read_documents
 
 
-def register(subparsers: argparse._SubParsersAction) -> None:
+def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     """Add the `review` sub-command."""
     parser = subparsers.add_parser(
         "review",
@@ -83,7 +83,8 @@ def _review_one(doc: Document, policies: PolicySet, default_ns: str) -> dict[str
         }
     if not isinstance(body, dict):
         raise InputError(f"{doc.where}: not an object (got {type(body).__name__})")
-    metadata = body.get("metadata") if isinstance(body.get("metadata"), dict) else {}
+    raw_metadata = body.get("metadata")
+    metadata = raw_metadata if isinstance(raw_metadata, dict) else {}
     namespace = metadata.get("namespace") or default_ns
     decision = decide(body, policies.for_namespace(str(namespace)))
     name = metadata.get("name") or metadata.get("generateName") or ""
@@ -100,12 +101,12 @@ def _review_one(doc: Document, policies: PolicySet, default_ns: str) -> dict[str
     }
 
 
-def _verdict(result: dict) -> dict:
+def _verdict(result: dict[str, Any]) -> dict[str, Any]:
     keys = ("where", "ref", "outcome", "allowed", "profile", "reason", "warnings", "patch")
     return {k: result[k] for k in keys}
 
 
-def _print_outputs(results: list[dict], output: str | None) -> None:
+def _print_outputs(results: list[dict[str, Any]], output: str | None) -> None:
     for result in results:
         for warning in result["warnings"]:
             print(f"Warning: {result['ref']}: {warning}", file=sys.stderr)

@@ -13,7 +13,7 @@ from collections.abc import Mapping
 
 import orjson
 
-from webhook.admission import object_name, request_of
+from webhook.admission import ReviewResult, object_name, request_of
 
 STDOUT = 1
 
@@ -45,7 +45,7 @@ def failed(endpoint: str, status: int, duration_s: float, body: object) -> dict[
     }
 
 
-def reviewed(endpoint: str, duration_s: float, result) -> dict:
+def reviewed(endpoint: str, duration_s: float, result: ReviewResult) -> dict[str, object]:
     """The fields of the line for an answered review (HTTP 200), read from its ``ReviewResult``.
 
     Same keys as ``failed``.

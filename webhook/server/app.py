@@ -56,6 +56,14 @@ def _json_response(
     return Response(data, status=code, headers=headers, mimetype="application/json")
 
 
+def _status_code(exc: Exception) -> int:
+    """The HTTP status an exception answers with: an HTTPException's own code, else 500."""
+    # werkzeug types `code` as optional: a proxy HTTPException carries none (Flask sends
+    # those out unchanged, so no error handler here sees one).
+    code = exc.code if isinstance(exc, HTTPException) else None
+    return code or 500
+
+
 def read_review_body() -> object:
     """The parsed JSON body of the current request, after the edge checks."""
     if request.mimetype != "application/json":
@@ -138,14 +146,17 @@ def create_app(
                 raise BadRequest(str(exc)) from None
             payload = admission.encode(result.response)
         except Exception as exc:
-            code = exc.code if isinstance(exc, HTTPException) else 500
-            _record(endpoint, code, start, body)
+            _record(endpoint, _status_code(exc), start, body)
             raise
         _record(endpoint, 200, start, body, result)
         return _json_response(payload)
 
     def _record(
-        endpoint: str, code: int, start: float, body: object, result: object = None
+        endpoint: str,
+        code: int,
+        start: float,
+        body: object,
+        result: admission.ReviewResult | None = None,
     ) -> None:
         seconds = time.perf_counter() - start
         if result is None:
@@ -192,14 +203,17 @@ def create_app(
 
     @app.errorhandler(HTTPException)
     def http_error(exc: HTTPException) -> Response:
-        message, headers = exc.description, None
+        # Every werkzeug error class has a description; a bare subclass may not, and the
+        # Status message must be a string.
+        message, headers = exc.description or exc.name, None
         if isinstance(exc, NotFound):
             message = f"no endpoint {request.path}; this server answers {ENDPOINTS}"
         elif isinstance(exc, MethodNotAllowed):
             allowed = ", ".join(sorted(exc.valid_methods or ()))
             message = f"{request.method} is not allowed on {request.path} (allowed: {allowed})"
             headers = {"Allow": allowed}
-        return _json_response(status_body(exc.code, message, g.get("uid")), exc.code, headers)
+        code = _status_code(exc)
+        return _json_response(status_body(code, message, g.get("uid")), code, headers)
 
     @app.errorhandler(Exception)
     def internal_error(exc: Exception) -> Response:

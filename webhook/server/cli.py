@@ -34,7 +34,7 @@ def _port(text: str) -> int:
     return value
 
 
-def register(subparsers: argparse._SubParsersAction) -> None:
+def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     """Add the ``serve`` sub-command."""
     parser = subparsers.add_parser(
         "serve",

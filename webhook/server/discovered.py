@@ -17,7 +17,7 @@ import threading
 from collections.abc import Callable
 from typing import Any
 
-from webhook.policy import PolicySet
+from webhook.policy import PolicySet, Profile
 
 log = logging.getLogger(__name__)
 
@@ -51,7 +51,7 @@ class Discovery:
         self._stop = threading.Event()
         self.inventory: Any = None
         # (policy set, snapshot, merged): rebuilt when either of the first two is another object.
-        self._cached: tuple[PolicySet, tuple, PolicySet] | None = None
+        self._cached: tuple[PolicySet, tuple[Profile, ...], PolicySet] | None = None
 
     def follow(self, policies: PolicySet | None) -> None:
         """Start the inventory the first time ``policies`` discovers (runs in the policy poller).
@@ -71,7 +71,9 @@ class Discovery:
                 return
         log.info("profile discovery on: watching Nodes' GPU labels")
         if self._report is not None:
-            threading.Thread(target=self._gauges, name="discovery-gauges", daemon=True).start()
+            threading.Thread(
+                target=self._gauges, args=(self._report,), name="discovery-gauges", daemon=True
+            ).start()
 
     def merged(self, policies: PolicySet) -> PolicySet:
         """``policies`` with the inventory's current classes; never blocks, never calls the API."""
@@ -90,10 +92,10 @@ class Discovery:
         if self.inventory is not None:
             self.inventory.stop()
 
-    def _gauges(self) -> None:
+    def _gauges(self, report: Callable[[float, int], None]) -> None:
         # The age grows between events, so it is set on a clock, not when /metrics is read:
         # a scrape reaches one worker, and the other's value must not stand still.
         while True:
-            self._report(self.inventory.age_seconds(), len(self.inventory.profiles()))
+            report(self.inventory.age_seconds(), len(self.inventory.profiles()))
             if self._stop.wait(GAUGE_INTERVAL):
                 return

@@ -16,10 +16,14 @@ import sys
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 from gunicorn.app.base import BaseApplication
 
 from .tls import CertificateReloader
+
+if TYPE_CHECKING:
+    from flask import Flask
 
 MULTIPROC_ENV = "PROMETHEUS_MULTIPROC_DIR"
 
@@ -59,12 +63,14 @@ def prepare_metrics_dir() -> tuple[str, bool]:
         for stale in path.glob("*.db"):
             stale.unlink()
         return str(path), False
-    path = tempfile.mkdtemp(prefix="lwgpu-metrics-")
-    os.environ[MULTIPROC_ENV] = path
-    return path, True
+    created = tempfile.mkdtemp(prefix="lwgpu-metrics-")
+    os.environ[MULTIPROC_ENV] = created
+    return created, True
 
 
-def _close_oversized(worker, req) -> None:
+# gunicorn ships no type information: the hooks' arguments are its worker, request and
+# arbiter objects, typed Any where an attribute is read and object where none is.
+def _close_oversized(worker: object, req: Any) -> None:
     # pre_request hook (worker). The app answers 413 without reading the body; this makes
     # gunicorn close the connection afterwards instead of draining megabytes to keep it.
     from .app import MAX_BODY_BYTES
@@ -74,11 +80,12 @@ def _close_oversized(worker, req) -> None:
             req.force_close()
 
 
-def _worker_exited(server, worker) -> None:
+def _worker_exited(server: object, worker: Any) -> None:
     # child_exit hook (master): drop the dead worker's live gauges so they stop counting.
     from prometheus_client import multiprocess
 
-    multiprocess.mark_process_dead(worker.pid)
+    # prometheus_client ships py.typed but leaves this function unannotated.
+    multiprocess.mark_process_dead(worker.pid)  # type: ignore[no-untyped-call]
 
 
 def _log_to_stderr() -> None:
@@ -93,7 +100,7 @@ def _log_to_stderr() -> None:
     package.setLevel(logging.INFO)
 
 
-class WebhookApplication(BaseApplication):
+class WebhookApplication(BaseApplication):  # type: ignore[misc]  # gunicorn has no types: base is Any
     """gunicorn configured from ``ServeSettings``: gthread workers, TLS from a reloading cache."""
 
     def __init__(self, settings: ServeSettings) -> None:
@@ -139,7 +146,7 @@ class WebhookApplication(BaseApplication):
         for key, value in config.items():
             self.cfg.set(key, value)
 
-    def load(self):
+    def load(self) -> Flask:
         """Build the worker's app: policy poller, metrics hooks, Flask (runs after the fork)."""
         from . import metrics
         from .app import create_app

@@ -81,7 +81,7 @@ CERT_EXPIRY = Gauge(
 
 # (endpoint, decision) -> (counter child, histogram child). `.labels()` takes the metric's
 # lock and builds a key tuple on every call (~10 us a review); the children never change.
-_REVIEW_CHILDREN: dict[tuple[str, str], tuple] = {}
+_REVIEW_CHILDREN: dict[tuple[str, str], tuple[Counter, Histogram]] = {}
 # Only written while a policy has discoverProfiles: true (0 otherwise). livemax: the stalest
 # worker's snapshot; livemin: the fewest classes any worker knows.
 DISCOVERY_AGE = Gauge(
@@ -140,6 +140,7 @@ def render() -> tuple[bytes, str]:
     """The exposition text of every worker's metrics (or this process's) and its content type."""
     if os.environ.get(MULTIPROC_ENV):
         registry = CollectorRegistry()
-        multiprocess.MultiProcessCollector(registry)
+        # prometheus_client ships py.typed but leaves this constructor unannotated.
+        multiprocess.MultiProcessCollector(registry)  # type: ignore[no-untyped-call]
         return generate_latest(registry), CONTENT_TYPE_LATEST
     return generate_latest(REGISTRY), CONTENT_TYPE_LATEST

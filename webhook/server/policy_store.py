@@ -43,7 +43,7 @@ class PolicyStore:
 
     def __init__(
         self,
-        path: str | os.PathLike,
+        path: str | os.PathLike[str],
         *,
         loader: Callable[[Path], PolicySet] = load_policies,
         on_loaded: Callable[[int], None] | None = None,

@@ -69,10 +69,10 @@ class CertificateReloader:
 
     def __init__(
         self,
-        certfile: str | os.PathLike,
-        keyfile: str | os.PathLike,
+        certfile: str | os.PathLike[str],
+        keyfile: str | os.PathLike[str],
         *,
-        client_ca: str | os.PathLike | None = None,
+        client_ca: str | os.PathLike[str] | None = None,
         check_interval: float = 1.0,
         clock: Callable[[], float] = time.monotonic,
         on_change: Callable[[datetime], None] | None = None,
