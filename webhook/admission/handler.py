@@ -40,7 +40,11 @@ def _decide(request: AdmissionRequest, policies: PolicySet) -> Decision:
     gvk = request["kind"]
     policy = policies.for_namespace(namespace) if namespace else None
     return decide(
-        obj, policy, operation=request["operation"], kind=(gvk.get("group", ""), gvk["kind"])
+        obj,
+        policy,
+        operation=request["operation"],
+        kind=(gvk.get("group", ""), gvk["kind"]),
+        old=request.get("oldObject"),
     )
 
 

@@ -10,15 +10,16 @@ from __future__ import annotations
 from typing import Any, Literal, NamedTuple
 
 from webhook.api import quantity
-from webhook.api.names import FROM_ANNOTATION, GPU_RESOURCE, PROFILE_ANNOTATION, SKIP_ANNOTATION
+from webhook.api.names import GPU_RESOURCE, SKIP_ANNOTATION
 from webhook.api.text import WARNING_LIMIT, shorten
 from webhook.api.types import KubeObject, PatchOperation
 from webhook.api.workload import as_map, dig, field_path, group_of, template_path
 from webhook.policy import Policy, Profile
 
 from .asks import Ask, Refusal, effective_gpus, pod_mentions_gpu, read_asks
-from .edit import Editor, Path
-from .placement import Constraints, admits, best_fit, constraints
+from .lifecycle import left_alone
+from .placement import Constraints, admits, best_fit, constraints, own_choice, without_selector
+from .rewrite import rewrite
 
 Outcome = Literal["skipped", "allowed", "mutated", "denied"]
 
@@ -57,12 +58,13 @@ def decide(
     *,
     operation: str = "CREATE",
     kind: tuple[str, str] | None = None,
+    old: Any = None,
 ) -> Decision:
     """Decide what to do with `obj` (a Pod or a workload) under `policy`.
 
     `kind` is the (group, kind) the apiserver reported; by default it is read from
     the object's own apiVersion and kind. `policy` None means the namespace is
-    not governed.
+    not governed. `old` is the object before an UPDATE (the review's `oldObject`).
     """
     if operation not in ("CREATE", "UPDATE"):
         return _skip(obj, f"operation {operation} is not reviewed")
@@ -72,8 +74,9 @@ def decide(
     path = template_path(group, name)
     if path is None:
         return _skip(obj, "not a Pod or a workload with a pod template")
-    if path == () and operation == "UPDATE":
-        return _skip(obj, "a Pod's spec cannot change after creation")
+    reason = left_alone(obj, old, group, str(name), path, operation)
+    if reason is not None:
+        return _skip(obj, reason)
     if policy is None:
         return _skip(obj, "namespace not governed by any policy")
     template = dig(obj, path) if path else obj
@@ -105,10 +108,11 @@ def _decide_gpu_pod(
     gpus = effective_gpus(asks)
     sized = [(a, a.memory_mib) for a in asks if a.memory_mib is not None]
     memory_asks = [a for a, _ in sized]
+    own = own_choice(annotations, spec, policy.profiles)
     pinned = constraints(spec, policy.profiles)
-    admitted = [p for p in policy.profiles if admits(pinned, p)] if pinned else policy.profiles
     if not memory_asks:
-        if not pinned or not admitted:
+        pinned_classes = [p for p in policy.profiles if admits(pinned, p)]
+        if not pinned or not pinned_classes:
             return Decision("allowed", obj, path, reason="asks whole GPUs, not a lightweight class")
         _check_count(asks, gpus, policy, prefix)
         return Decision(
@@ -116,9 +120,13 @@ def _decide_gpu_pod(
             obj,
             path,
             reason="already in lightweight form",
-            profile=admitted[0].name if len(admitted) == 1 else None,
+            profile=pinned_classes[0].name if len(pinned_classes) == 1 else None,
         )
     _check_count(asks, gpus, policy, prefix)
+    if own is not None:
+        # The webhook's own earlier selector is no pin: a changed ask chooses again.
+        pinned = constraints(without_selector(spec, own), policy.profiles)
+    admitted = [p for p in policy.profiles if admits(pinned, p)] if pinned else policy.profiles
     biggest, memory = max(sized, key=lambda pair: pair[1])
     if pinned and not admitted:
         raise Refusal(
@@ -160,7 +168,7 @@ def _decide_gpu_pod(
             f"most {_at_most(biggest, largest, policy)}, or ask nvidia.com/gpu for a full GPU "
             f"node instead"
         )
-    edit = _rewrite(obj, path, spec, memory_asks, choice, policy)
+    edit = rewrite(obj, path, spec, memory_asks, choice, policy, replaced=own)
     if not edit.ops:
         return Decision("allowed", obj, path, profile=choice.name)
     node_name = spec.get("nodeName")
@@ -223,69 +231,3 @@ def _pinned_text(spec: KubeObject, pinned: Constraints) -> str:
 
 def _classes(profiles: tuple[Profile, ...]) -> str:
     return ", ".join(f"{p.name}: {p.selector_text}" for p in profiles[:8])
-
-
-def _set_count(edit: Editor, held: Any, path: Path, count: int) -> None:
-    """Set `path` (a GPU count in limits or requests, currently in map `held`) to `count`."""
-    current = held.get(GPU_RESOURCE) if isinstance(held, dict) else None
-    try:
-        have = None if current is None else quantity.count(current)
-    except quantity.QuantityError:
-        have = None
-    if have != count:
-        edit.set(path, str(count))
-
-
-def _rewrite(
-    obj: KubeObject,
-    path: tuple[str, ...],
-    template_spec: KubeObject,
-    memory_asks: list[Ask],
-    choice: Profile,
-    policy: Policy,
-) -> Editor:
-    """Rewrite the pod template at `path` copy-on-write; the editor holds object and patch."""
-    edit = Editor(obj)
-    spec = (*path, "spec")
-    removed = (*policy.memory_resources, *policy.companion_resources)
-    for ask in memory_asks:
-        resources: Path = (*spec, ask.section, ask.position, "resources")
-        # Read from the input: the edits so far changed other containers, not this one.
-        current = template_spec[ask.section][ask.position].get("resources")
-        if not isinstance(current, dict):
-            edit.set(resources, {"limits": {GPU_RESOURCE: str(ask.gpus)}})
-            continue
-        # Read once before editing: each edit below changes one key these maps do not reread.
-        limits, requests = current.get("limits"), current.get("requests")
-        names_gpu = isinstance(requests, dict) and (
-            GPU_RESOURCE in requests or any(r in requests for r in policy.memory_resources)
-        )
-        for section, held in (("limits", limits), ("requests", requests)):
-            if isinstance(held, dict):
-                for resource in removed:
-                    if resource in held:
-                        edit.remove((*resources, section, resource))
-        if isinstance(limits, dict):
-            _set_count(edit, limits, (*resources, "limits", GPU_RESOURCE), ask.gpus)
-        else:
-            edit.set((*resources, "limits"), {GPU_RESOURCE: str(ask.gpus)})
-        if names_gpu:
-            _set_count(edit, requests, (*resources, "requests", GPU_RESOURCE), ask.gpus)
-    edit.merge((*spec, "nodeSelector"), dict(choice.node_selector))
-    if choice.tolerations:
-        edit.ensure((*spec, "tolerations"), list)
-        for toleration in choice.tolerations:
-            if dict(toleration) not in edit.get((*spec, "tolerations")):
-                edit.append((*spec, "tolerations"), dict(toleration))
-    several = len(memory_asks) > 1
-    edit.ensure((*path, "metadata"), dict)
-    edit.merge(
-        (*path, "metadata", "annotations"),
-        {
-            PROFILE_ANNOTATION: choice.name,
-            FROM_ANNOTATION: ",".join(
-                f"{a.name}:{a.source}" if several else str(a.source) for a in memory_asks
-            ),
-        },
-    )
-    return edit

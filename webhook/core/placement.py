@@ -1,9 +1,16 @@
 """Which lightweight GPU classes a pod already allows, and which one to give it.
 
 A pod "pins" a class when its `nodeSelector` or its *required* node affinity
-constrains a label key that profiles select on. Required node affinity terms are
-ORed and the expressions inside a term ANDed (Kubernetes' rule), so a key is
-constrained only when every term constrains it.
+constrains a label key that any profile selects on or lists in `nodeLabels`. Required
+node affinity terms are ORed and the expressions inside a term ANDed (Kubernetes' rule),
+so a key is constrained only when every term constrains it. A class is still a candidate
+only when the policy knows its nodes carry an admitted value for *every* pinned key: the
+webhook never adds a selector that contradicts one already there.
+
+The selector the webhook wrote itself (the class named by `lwgpu.io/profile`, with its
+exact values still in `nodeSelector`) is its own earlier choice, not the user's pin:
+client-side `kubectl apply` keeps fields it did not write, so it is still there after the
+user changes the memory ask, and the class is chosen again.
 """
 
 from __future__ import annotations
@@ -11,6 +18,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Any
 
+from webhook.api.names import PROFILE_ANNOTATION
 from webhook.api.types import KubeObject
 from webhook.api.workload import as_map
 from webhook.policy import Profile
@@ -80,7 +88,7 @@ def constraints(spec: KubeObject, profiles: Iterable[Profile]) -> Constraints:
         return {}  # the usual pod pins nothing: skip gathering the profiles' labels
     known: dict[str, set[str]] = {}
     for profile in profiles:
-        for key, value in profile.node_selector.items():
+        for key, value in profile.labels.items():
             known.setdefault(key, set()).add(value)
     result: Constraints = {}
     for key, values in known.items():
@@ -101,10 +109,30 @@ def constraints(spec: KubeObject, profiles: Iterable[Profile]) -> Constraints:
 
 
 def admits(pinned: Constraints, profile: Profile) -> bool:
-    """True when every label the profile selects on is one the pod admits."""
-    return all(
-        key not in pinned or value in pinned[key] for key, value in profile.node_selector.items()
-    )
+    """True when the class's nodes carry an admitted value of every key the pod pins."""
+    labels = profile.labels
+    return all(key in labels and labels[key] in values for key, values in pinned.items())
+
+
+def own_choice(
+    annotations: KubeObject, spec: KubeObject, profiles: Iterable[Profile]
+) -> Profile | None:
+    """The class the webhook chose before, when its selector is still in place as written."""
+    name = annotations.get(PROFILE_ANNOTATION)
+    selector = as_map(spec.get("nodeSelector"))
+    for profile in profiles:
+        if profile.name == name and all(
+            selector.get(key) == value for key, value in profile.node_selector.items()
+        ):
+            return profile
+    return None
+
+
+def without_selector(spec: KubeObject, profile: Profile) -> KubeObject:
+    """`spec` (shallow-copied) with `profile`'s selector entries taken out of `nodeSelector`."""
+    selector = as_map(spec.get("nodeSelector"))
+    rest = {k: v for k, v in selector.items() if k not in profile.node_selector}
+    return {**spec, "nodeSelector": rest}
 
 
 def best_fit(profiles: Iterable[Profile], memory_mib: int) -> Profile | None:

@@ -4,7 +4,8 @@ Imports: `webhook.api`, the standard library and PyYAML. Never `webhook.core` or
 above it, and never flask, werkzeug, gunicorn, kubernetes, pynvml or prometheus_client.
 """
 
-from .load import PolicyError, load_documents, load_policies
+from .document import PolicyError
+from .load import load_documents, load_policies
 from .model import Policy, PolicySet, Profile, frozen_map
 
 __all__ = [

@@ -39,12 +39,22 @@ def frozen_map(data: Mapping[K, V] | None = None) -> Mapping[K, V]:
 
 @dataclass(frozen=True)
 class Profile:
-    """One lightweight GPU class: the memory its single GPU has and how to select it."""
+    """One lightweight GPU class: the memory its single GPU has and how to select it.
+
+    `node_selector` is what the webhook writes into pods; `node_labels` are further labels
+    every node of the class carries, by which a pod may already pin the class.
+    """
 
     name: str
     memory_mib: int
     node_selector: Mapping[str, str] = field(default_factory=frozen_map)
     tolerations: tuple[Mapping[str, object], ...] = ()
+    node_labels: Mapping[str, str] = field(default_factory=frozen_map)
+
+    @cached_property
+    def labels(self) -> Mapping[str, str]:
+        """Every label the policy knows the class's nodes carry: node labels and selector."""
+        return frozen_map({**self.node_labels, **self.node_selector})
 
     # Rendered once per profile: the warning of every mutated pod names the selector.
     @cached_property

@@ -1,0 +1,89 @@
+"""The rewrite: a pod template that asks GPU memory becomes one that asks one lightweight GPU.
+
+Each container that asked memory gets `nvidia.com/gpu` in its limits (and requests, where
+it named GPU resources there), loses the memory and companion resources, and the template
+gets the chosen class's selector and tolerations and two annotations saying what was done.
+A selector the webhook wrote for an earlier choice (`replaced`) is taken out first.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from webhook.api import quantity
+from webhook.api.names import FROM_ANNOTATION, GPU_RESOURCE, PROFILE_ANNOTATION
+from webhook.api.types import KubeObject
+from webhook.policy import Policy, Profile
+
+from .asks import Ask
+from .edit import Editor, Path
+
+
+def _set_count(edit: Editor, held: Any, path: Path, count: int) -> None:
+    """Set `path` (a GPU count in limits or requests, currently in map `held`) to `count`."""
+    current = held.get(GPU_RESOURCE) if isinstance(held, dict) else None
+    try:
+        have = None if current is None else quantity.count(current)
+    except quantity.QuantityError:
+        have = None
+    if have != count:
+        edit.set(path, str(count))
+
+
+def rewrite(
+    obj: KubeObject,
+    path: tuple[str, ...],
+    template_spec: KubeObject,
+    memory_asks: list[Ask],
+    choice: Profile,
+    policy: Policy,
+    replaced: Profile | None = None,
+) -> Editor:
+    """Rewrite the pod template at `path` copy-on-write; the editor holds object and patch."""
+    edit = Editor(obj)
+    spec = (*path, "spec")
+    removed = (*policy.memory_resources, *policy.companion_resources)
+    for ask in memory_asks:
+        resources: Path = (*spec, ask.section, ask.position, "resources")
+        # Read from the input: the edits so far changed other containers, not this one.
+        current = template_spec[ask.section][ask.position].get("resources")
+        if not isinstance(current, dict):
+            edit.set(resources, {"limits": {GPU_RESOURCE: str(ask.gpus)}})
+            continue
+        # Read once before editing: each edit below changes one key these maps do not reread.
+        limits, requests = current.get("limits"), current.get("requests")
+        names_gpu = isinstance(requests, dict) and (
+            GPU_RESOURCE in requests or any(r in requests for r in policy.memory_resources)
+        )
+        for section, held in (("limits", limits), ("requests", requests)):
+            if isinstance(held, dict):
+                for resource in removed:
+                    if resource in held:
+                        edit.remove((*resources, section, resource))
+        if isinstance(limits, dict):
+            _set_count(edit, limits, (*resources, "limits", GPU_RESOURCE), ask.gpus)
+        else:
+            edit.set((*resources, "limits"), {GPU_RESOURCE: str(ask.gpus)})
+        if names_gpu:
+            _set_count(edit, requests, (*resources, "requests", GPU_RESOURCE), ask.gpus)
+    for key in replaced.node_selector if replaced else ():
+        if key not in choice.node_selector:
+            edit.remove((*spec, "nodeSelector", key))
+    edit.merge((*spec, "nodeSelector"), dict(choice.node_selector))
+    if choice.tolerations:
+        edit.ensure((*spec, "tolerations"), list)
+        for toleration in choice.tolerations:
+            if dict(toleration) not in edit.get((*spec, "tolerations")):
+                edit.append((*spec, "tolerations"), dict(toleration))
+    several = len(memory_asks) > 1
+    edit.ensure((*path, "metadata"), dict)
+    edit.merge(
+        (*path, "metadata", "annotations"),
+        {
+            PROFILE_ANNOTATION: choice.name,
+            FROM_ANNOTATION: ",".join(
+                f"{a.name}:{a.source}" if several else str(a.source) for a in memory_asks
+            ),
+        },
+    )
+    return edit

@@ -1,0 +1,136 @@
+"""`spec.profiles` of a policy: each lightweight GPU class, validated as the apiserver would.
+
+A class's `nodeSelector` and `tolerations` are copied into every pod the webhook rewrites,
+so each value is held to Kubernetes' own rules (`webhook.api.validation`): one typo here
+would otherwise make the apiserver refuse every GPU pod. `nodeLabels` names further labels
+every node of the class carries (the cloud sets `aliyun.accelerator/nvidia_name` beside
+`nvidia_mem`), so a pod that pins a class by one of them is understood.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+from webhook.api import quantity
+from webhook.api.names import MEM_LABEL
+from webhook.api.text import shorten
+from webhook.api.validation import is_label_value, is_qualified_name, toleration_errors
+
+from .document import Document
+from .model import Profile, frozen_map
+
+_PROFILE_NAME = re.compile(r"[A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?")
+_FIELDS = {"name", "memory", "nodeSelector", "nodeLabels", "tolerations"}
+
+
+def _memory(doc: Document, raw: dict[str, Any], path: str) -> int | None:
+    if "memory" not in raw:
+        doc.error(f"{path}.memory", "is required (a memory quantity such as 2048Mi)")
+        return None
+    try:
+        memory = quantity.to_mib(raw["memory"])
+        whole = quantity.parse(raw["memory"]) % quantity.MIB == 0
+    except quantity.QuantityError as err:
+        doc.error(f"{path}.memory", f"{err}; write e.g. 2048Mi or 2Gi")
+        return None
+    if not whole:
+        doc.error(f"{path}.memory", f"{shorten(raw['memory'])!r} is not a whole number of MiB")
+        return None
+    return memory
+
+
+def _labels(doc: Document, value: Any, path: str, *, required: bool) -> dict[str, str] | None:
+    """A label map (`nodeSelector`, `nodeLabels`), every key and value valid, else None."""
+    if not isinstance(value, dict) or (required and not value):
+        doc.error(path, "must be a non-empty mapping of label key to value")
+        return None
+    ok = True
+    for key, label in value.items():
+        ok &= doc.check(is_qualified_name(key), f"{path}.{key}", "is not a label key")
+        ok &= doc.check(
+            is_label_value(label),
+            f"{path}.{key}",
+            f"{shorten(label)!r} is not a label value: at most 63 letters, digits, '-', '_' or "
+            "'.', starting and ending with a letter or digit; quote numbers as strings",
+        )
+    return dict(value) if ok else None
+
+
+def _tolerations(doc: Document, value: Any, path: str) -> list[dict[str, Any]] | None:
+    if value is None:
+        return []
+    if not isinstance(value, list):
+        doc.error(path, "must be a list of tolerations")
+        return None
+    ok = True
+    for index, toleration in enumerate(value):
+        for field, message in toleration_errors(toleration):
+            doc.error(f"{path}[{index}]" + (f".{field}" if field else ""), message)
+            ok = False
+    return value if ok else None
+
+
+def _profile(doc: Document, raw: Any, path: str) -> Profile | None:
+    raw = doc.mapping(raw, path, _FIELDS)
+    name = raw.get("name")
+    named = doc.check(
+        isinstance(name, str) and bool(_PROFILE_NAME.fullmatch(name)),
+        f"{path}.name",
+        "is required: letters, digits, '-', '_', '.' (e.g. GRID-P4-2Q)",
+    )
+    memory = _memory(doc, raw, path)
+    selector: dict[str, str] | None = {MEM_LABEL: f"{memory}MiB"}
+    if raw.get("nodeSelector") is not None:
+        selector = _labels(doc, raw["nodeSelector"], f"{path}.nodeSelector", required=True)
+    labels = _labels(doc, raw.get("nodeLabels", {}), f"{path}.nodeLabels", required=False)
+    for key, value in (labels or {}).items():
+        if selector is not None and selector.get(key, value) != value:
+            doc.error(f"{path}.nodeLabels.{key}", f"contradicts nodeSelector {key}={selector[key]}")
+            labels = None
+    tolerations = _tolerations(doc, raw.get("tolerations"), f"{path}.tolerations")
+    if not named or memory is None or selector is None or labels is None or tolerations is None:
+        return None
+    assert isinstance(name, str)  # checked above; named is False otherwise
+    return Profile(
+        name,
+        memory,
+        frozen_map(selector),
+        tuple(frozen_map(t) for t in tolerations),
+        node_labels=frozen_map(labels),
+    )
+
+
+def _show(value: Any) -> str:
+    if isinstance(value, int):
+        return f"{value}Mi"
+    if isinstance(value, str):
+        return value
+    return ",".join(f"{k}={v}" for k, v in sorted(value.items()))
+
+
+def load_profiles(doc: Document, raw: Any) -> tuple[Profile, ...]:
+    """The classes of `spec.profiles`, ascending memory; errors go to `doc`."""
+    if not isinstance(raw, list) or not raw:
+        doc.error("spec.profiles", "must list at least one lightweight GPU class")
+        return ()
+    profiles = [_profile(doc, item, f"spec.profiles[{i}]") for i, item in enumerate(raw)]
+    valid = [p for p in profiles if p is not None]
+    for attribute, label in (
+        ("name", "name"),
+        ("memory_mib", "memory"),
+        ("node_selector", "nodeSelector"),
+    ):
+        seen: dict[Any, int] = {}
+        for index, profile in enumerate(profiles):
+            if profile is None:
+                continue
+            value = getattr(profile, attribute)
+            key = tuple(sorted(value.items())) if isinstance(value, type(frozen_map())) else value
+            if key in seen:
+                doc.error(
+                    f"spec.profiles[{index}].{label}",
+                    f"duplicates spec.profiles[{seen[key]}] ({_show(value)})",
+                )
+            seen.setdefault(key, index)
+    return tuple(sorted(valid, key=lambda p: p.memory_mib))
