@@ -12,8 +12,6 @@ import json
 import sys
 from typing import Any
 
-import yaml
-
 from webhook import DEFAULT_POLICIES
 from webhook.admission import KIND as REVIEW_KIND
 from webhook.admission import BadReview, review
@@ -21,6 +19,7 @@ from webhook.core.decision import decide
 from webhook.policy import PolicyError, PolicySet, load_policies
 
 from .manifests import Document, InputError, read_documents
+from .yaml_output import dump_all
 
 
 def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -126,7 +125,7 @@ def _print_outputs(results: list[dict[str, Any]], output: str | None) -> None:
             for r in results
             if r["allowed"] or "review" in r
         ]
-        sys.stdout.write(yaml.safe_dump_all(shown, sort_keys=False))
+        sys.stdout.write(dump_all(shown))
 
 
 def run(args: argparse.Namespace) -> int:
