@@ -15,9 +15,9 @@ import re
 
 import pytest
 
-from tests.core.test_patch_kubectl import KUBECTL, kubectl_patch
 from tests.reliability.answers import MESSAGE_LIMIT, checked_review, patch_of
 from tests.support.builders import admission_review, container, pod, workload
+from tests.support.kubectl import kubectl_patch, requires_kubectl
 
 # The apiserver refuses request bodies over 3 MiB, so no stored object is larger.
 APISERVER_LIMIT = 3 * 1024 * 1024
@@ -109,7 +109,7 @@ def test_adversarial_pod_is_decided(name, obj, decision):
     assert result is not None and result.decision == decision
 
 
-@pytest.mark.skipif(KUBECTL is None, reason="kubectl is not installed")
+@requires_kubectl
 @pytest.mark.parametrize(
     "name,obj",
     [(n, o) for n, o, d in CASES if d == "mutated"],

@@ -26,9 +26,11 @@ from tests.reliability import procfs
 from tests.reliability.answers import checked_review
 from tests.reliability.load import connect
 from tests.reliability.mutate import FUZZ, corrupted, mutated, nest, print_counts
-from tests.support.builders import admission_review, container, default_policies, pod, workload
+from tests.support.builders import admission_review, container, pod, workload
 from tests.support.https_client import Connection
-from tests.support.server import REPO, serving
+from tests.support.paths import REPO
+from tests.support.policies import default_policies
+from tests.support.server import serving
 from webhook.admission import review
 
 SELECTOR = {"aliyun.accelerator/nvidia_mem": "2048MiB"}

@@ -9,7 +9,7 @@ import pytest
 from cryptography.hazmat.primitives import serialization
 
 from certs import generate, load_dir
-from tests.certs.test_tls import run_certs
+from tests.support.certs import run_certs
 
 FILES = ("ca.crt", "ca.key", "tls.crt", "tls.key")
 

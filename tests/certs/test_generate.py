@@ -12,7 +12,7 @@ from cryptography.hazmat.primitives.asymmetric import ec, rsa
 from cryptography.x509.oid import ExtendedKeyUsageOID
 
 from certs import generate, load_dir
-from tests.certs.test_tls import run_certs
+from tests.support.certs import run_certs
 
 NOW = datetime(2030, 1, 1, tzinfo=UTC)
 FILES = {"ca.crt": 0o644, "ca.key": 0o600, "tls.crt": 0o644, "tls.key": 0o600}

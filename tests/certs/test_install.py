@@ -11,8 +11,8 @@ import pytest
 
 from certs import CertError, CertSet, Spec
 from certs.install import install
-from tests.certs.test_tls import SANS, handshake, run_certs, tls_server
 from tests.fakes.kubeapi import KubeAPIDouble
+from tests.support.certs import SANS, handshake, run_certs, tls_server
 
 ADM = "admissionregistration.k8s.io/v1"
 MUTATING, VALIDATING = "MutatingWebhookConfiguration", "ValidatingWebhookConfiguration"

@@ -9,7 +9,7 @@ import pytest
 from certs import CertSet, Spec, check, ensure, generate, load_dir, plan
 from certs.authority import issue_ca, issue_serving
 from certs.store import write_dir
-from tests.certs.test_tls import (
+from tests.support.certs import (
     SANS,
     handshake,
     needs_openssl,

@@ -1,54 +1,19 @@
 """The decision, rule by rule (SPEC §3), over pods and every workload kind."""
 
 import copy
-from pathlib import Path
 
 import jsonpatch
 import pytest
 import yaml
 
+from tests.support.builders import container, pod, workload
+from tests.support.paths import REPO
 from webhook.core.decision import decide
 from webhook.policy import load_documents, load_policies
 
-ROOT = Path(__file__).resolve().parents[2]
-POLICIES = load_policies(ROOT / "policies/default.yaml")
+POLICIES = load_policies(REPO / "policies/default.yaml")
 DEFAULT = POLICIES.for_namespace("default")
 MEM = "aliyun.accelerator/nvidia_mem"
-
-
-def container(name="app", limits=None, requests=None, **extra):
-    resources = {k: v for k, v in (("limits", limits), ("requests", requests)) if v is not None}
-    return {
-        "name": name,
-        "image": "nvidia/cuda:12.4.0-base-ubuntu22.04",
-        **({"resources": resources} if resources else {}),
-        **extra,
-    }
-
-
-def pod(
-    *containers,
-    init=(),
-    selector=None,
-    affinity=None,
-    annotations=None,
-    node_name=None,
-    tolerations=None,
-):
-    spec = {"containers": list(containers) or [container()]}
-    for key, value in (
-        ("initContainers", list(init)),
-        ("nodeSelector", selector),
-        ("affinity", affinity),
-        ("nodeName", node_name),
-        ("tolerations", tolerations),
-    ):
-        if value:
-            spec[key] = value
-    metadata = {"name": "gpu-pod", "namespace": "default"}
-    if annotations:
-        metadata["annotations"] = annotations
-    return {"apiVersion": "v1", "kind": "Pod", "metadata": metadata, "spec": spec}
 
 
 WORKLOADS = {
@@ -60,22 +25,6 @@ WORKLOADS = {
     "Job": ("batch/v1", ("spec", "template")),
     "CronJob": ("batch/v1", ("spec", "jobTemplate", "spec", "template")),
 }
-
-
-def workload(kind, template_pod, api_version=None):
-    version, path = WORKLOADS[kind]
-    template = {"metadata": template_pod.get("metadata", {}), "spec": template_pod["spec"]}
-    obj = {
-        "apiVersion": api_version or version,
-        "kind": kind,
-        "metadata": {"name": "w", "namespace": "default"},
-        "spec": {},
-    }
-    node = obj
-    for key in path[:-1]:
-        node = node.setdefault(key, {})
-    node[path[-1]] = template
-    return obj
 
 
 def affinity(*terms):
@@ -99,7 +48,7 @@ ANN = "lwgpu.io/gpu-memory"
 CASES = [
     (
         "seed-form",
-        pod(container(limits={"nvidia.com/gpu": "1"}), selector={MEM: "2048MiB"}),
+        pod(container(limits={"nvidia.com/gpu": "1"}), node_selector={MEM: "2048MiB"}),
         "allowed",
         "GRID-P4-2Q",
         [],
@@ -148,10 +97,10 @@ CASES = [
         None,
         ["spec: the pod needs 2 GPUs", "containers[1] (worker): 1", "split the pod"],
     ),
-    ("pinned-larger", pod(gpu_mem(2), selector={MEM: "4096MiB"}), "mutated", "GRID-P4-4Q", []),
+    ("pinned-larger", pod(gpu_mem(2), node_selector={MEM: "4096MiB"}), "mutated", "GRID-P4-4Q", []),
     (
         "pinned-smaller",
-        pod(gpu_mem(2), selector={MEM: "1024MiB"}),
+        pod(gpu_mem(2), node_selector={MEM: "1024MiB"}),
         "denied",
         None,
         [
@@ -162,7 +111,7 @@ CASES = [
     ),
     (
         "pinned-unknown",
-        pod(gpu_mem(2), selector={MEM: "16384MiB"}),
+        pod(gpu_mem(2), node_selector={MEM: "16384MiB"}),
         "denied",
         None,
         [
@@ -208,7 +157,7 @@ CASES = [
     ),
     (
         "node-name-preset",
-        pod(gpu_mem(2), node_name="node-7"),
+        pod(gpu_mem(2), nodeName="node-7"),
         "denied",
         None,
         ["spec.nodeName", "'node-7'", "remove spec.nodeName"],
@@ -250,14 +199,14 @@ CASES = [
     ),
     (
         "annotation-two-containers",
-        pod(container(), container("b"), annotations={ANN: "1Gi"}),
+        pod(container("app"), container("b"), annotations={ANN: "1Gi"}),
         "denied",
         None,
         ["has 2 (app, b)", "lwgpu.io/container"],
     ),
     (
         "annotation-named-container",
-        pod(container(), container("b"), annotations={ANN: "3Gi", "lwgpu.io/container": "b"}),
+        pod(container("app"), container("b"), annotations={ANN: "3Gi", "lwgpu.io/container": "b"}),
         "mutated",
         "GRID-P4-4Q",
         [],
@@ -285,7 +234,7 @@ CASES = [
     ),
     (
         "gpu-2-lightweight",
-        pod(container(limits={"nvidia.com/gpu": 2}), selector={MEM: "2048MiB"}),
+        pod(container(limits={"nvidia.com/gpu": 2}), node_selector={MEM: "2048MiB"}),
         "denied",
         None,
         ["needs 2 GPUs"],
@@ -363,7 +312,7 @@ CASES = [
     ),
     (
         "user-selector-kept",
-        pod(gpu_mem(1), selector={"disktype": "ssd", "a/b~c": "x"}),
+        pod(gpu_mem(1), node_selector={"disktype": "ssd", "a/b~c": "x"}),
         "mutated",
         "GRID-P4-1Q",
         [],
@@ -396,7 +345,7 @@ def test_rewrite_shape():
             limits={"aliyun.com/gpu-mem": 2, "cpu": "1"},
             requests={"aliyun.com/gpu-mem": 2, "cpu": "500m"},
         ),
-        selector={"disktype": "ssd"},
+        node_selector={"disktype": "ssd"},
     )
     result = decide(obj, DEFAULT).obj
     assert result["spec"]["containers"][0]["resources"] == {
@@ -423,8 +372,8 @@ def test_hami_core_share_goes_with_the_memory_request():
 
 
 def test_seed_deployment_unchanged_and_gpu_mem_form_becomes_seed_form():
-    seed = yaml.safe_load((ROOT / "examples/cuda-sample.yaml").read_text())
-    asked = yaml.safe_load((ROOT / "examples/cuda-sample-gpu-mem.yaml").read_text())
+    seed = yaml.safe_load((REPO / "examples/cuda-sample.yaml").read_text())
+    asked = yaml.safe_load((REPO / "examples/cuda-sample-gpu-mem.yaml").read_text())
     unchanged = decide(seed, DEFAULT)
     assert unchanged.outcome == "allowed" and unchanged.obj is seed
     rewritten = decide(asked, DEFAULT).obj
@@ -438,7 +387,7 @@ def test_seed_deployment_unchanged_and_gpu_mem_form_becomes_seed_form():
 
 @pytest.mark.parametrize("kind", WORKLOADS)
 def test_every_workload_kind_is_rewritten_at_its_template(kind):
-    obj = workload(kind, pod(gpu_mem(4)))
+    obj = workload(WORKLOADS[kind][0], kind, pod(gpu_mem(4)))
     decision = decide(obj, DEFAULT)
     assert decision.outcome == "mutated" and decision.profile == "GRID-P4-4Q"
     prefix = "/" + "/".join(WORKLOADS[kind][1]) + "/"
@@ -448,7 +397,7 @@ def test_every_workload_kind_is_rewritten_at_its_template(kind):
 
 @pytest.mark.parametrize("kind", WORKLOADS)
 def test_workload_denials_name_the_template_field(kind):
-    decision = decide(workload(kind, pod(gpu_mem(2), node_name="n1")), DEFAULT)
+    decision = decide(workload(WORKLOADS[kind][0], kind, pod(gpu_mem(2), nodeName="n1")), DEFAULT)
     path = ".".join(WORKLOADS[kind][1])
     assert decision.outcome == "denied" and decision.reason.startswith(f"{path}.spec.nodeName:")
 
@@ -459,7 +408,7 @@ def test_workload_denials_name_the_template_field(kind):
         (pod(gpu_mem(2)), "UPDATE", None),  # pod specs are immutable
         (pod(gpu_mem(2)), "DELETE", None),
         (pod(gpu_mem(2)), "CONNECT", None),
-        (workload("Job", pod(gpu_mem(2)), api_version="batch.volcano.sh/v1alpha1"), "CREATE", None),
+        (workload("batch.volcano.sh/v1alpha1", "Job", pod(gpu_mem(2))), "CREATE", None),
         (pod(gpu_mem(2)), "CREATE", ("metrics.k8s.io", "Pod")),
         ({"apiVersion": "v1", "kind": "Pod"}, "CREATE", None),
         ({"apiVersion": "v1", "kind": "Pod", "spec": None}, "CREATE", None),
@@ -467,7 +416,7 @@ def test_workload_denials_name_the_template_field(kind):
         (None, "CREATE", None),
         ("text", "CREATE", None),
         (
-            workload("Deployment", pod(gpu_mem(2)))
+            workload("apps/v1", "Deployment", pod(gpu_mem(2)))
             | {"metadata": {"annotations": {"lwgpu.io/skip": "true"}}},
             "CREATE",
             None,

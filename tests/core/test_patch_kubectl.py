@@ -8,28 +8,17 @@ label and annotation keys containing `/` and `~` must survive the escaping.
 
 from __future__ import annotations
 
-import json
-import shutil
-import subprocess
-
 import jsonpatch
 import pytest
 import yaml
 
-from tests.support.builders import (
-    EXAMPLES,
-    WORKLOAD_KINDS,
-    container,
-    corpus_files,
-    default_policy,
-    named_documents,
-    pod,
-    tainted_policy,
-    workload,
-)
+from tests.support.builders import WORKLOAD_KINDS, container, pod, workload
+from tests.support.kubectl import kubectl_patch, requires_kubectl
+from tests.support.manifests import corpus_files, named_documents
+from tests.support.paths import EXAMPLES
+from tests.support.policies import default_policy, tainted_policy
 from webhook.core.decision import decide
 
-KUBECTL = shutil.which("kubectl")
 ODD_KEYS = {"example.com/zone~a": "x", "a~1b/c~0d": "y", "team": "ml"}
 
 CASES = [
@@ -113,33 +102,6 @@ CORPUS_CASES = [
 ]
 
 
-def kubectl_patch(tmp_path, obj: dict, ops: list[dict]) -> dict:
-    """`obj` patched by kubectl's local JSON Patch engine."""
-    source = tmp_path / "object.json"
-    source.write_text(json.dumps(obj), encoding="utf-8")
-    done = subprocess.run(
-        [
-            KUBECTL,
-            "patch",
-            "--local",
-            "--type",
-            "json",
-            "-f",
-            str(source),
-            "-p",
-            json.dumps(ops),
-            "-o",
-            "json",
-        ],
-        capture_output=True,
-        text=True,
-        timeout=60,
-        check=False,
-    )
-    assert done.returncode == 0, done.stderr
-    return json.loads(done.stdout)
-
-
 def test_the_corpus_gives_real_rewrites():
     """The corpus holds gpushare and HAMi manifests that the shipped policy rewrites."""
     assert {obj["kind"] for _, obj, _ in CORPUS_CASES} >= {
@@ -150,7 +112,7 @@ def test_the_corpus_gives_real_rewrites():
     }
 
 
-@pytest.mark.skipif(KUBECTL is None, reason="kubectl is not installed")
+@requires_kubectl
 @pytest.mark.parametrize(
     ("obj", "policy"), [pytest.param(o, p, id=i) for i, o, p in CASES + CORPUS_CASES]
 )
@@ -165,7 +127,7 @@ def test_kubectl_applies_the_patch(tmp_path, obj, policy):
     assert jsonpatch.apply_patch(obj, ops) == decision.obj
 
 
-@pytest.mark.skipif(KUBECTL is None, reason="kubectl is not installed")
+@requires_kubectl
 @pytest.mark.parametrize("policy", [None, tainted_policy()], ids=["default", "tainted"])
 def test_odd_keys_survive_the_patch(tmp_path, policy):
     """User nodeSelector and annotation keys with `/` and `~` are kept, with their values."""

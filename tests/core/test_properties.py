@@ -19,14 +19,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from tests.support.builders import (
-    WORKLOAD_KINDS,
-    admission_review,
-    default_policies,
-    default_policy,
-    tainted_policy,
-    workload,
-)
+from tests.support.builders import WORKLOAD_KINDS, admission_review, workload
+from tests.support.policies import default_policies, default_policy, tainted_policy
 from webhook.admission import review
 from webhook.api.workload import dig
 from webhook.core.decision import WARNING_LIMIT, decide

@@ -12,17 +12,10 @@ from __future__ import annotations
 import kubernetes_validate
 import pytest
 
-from tests.support.builders import (
-    EXAMPLES,
-    WORKLOAD_KINDS,
-    container,
-    corpus_files,
-    default_policy,
-    named_documents,
-    pod,
-    tainted_policy,
-    workload,
-)
+from tests.support.builders import WORKLOAD_KINDS, container, pod, workload
+from tests.support.manifests import corpus_files, named_documents
+from tests.support.paths import EXAMPLES
+from tests.support.policies import default_policy, tainted_policy
 from webhook.api.workload import dig
 from webhook.core.decision import decide
 

@@ -18,8 +18,10 @@ import pytest
 import certs
 from tests.fakes.apiserver_install import running
 from tests.fakes.apiserver_rules import as_received, schema_error
-from tests.support.builders import EXAMPLES, container, corpus_files, documents, pod, workload
-from tests.support.server import REPO, free_port
+from tests.support.builders import container, pod, workload
+from tests.support.manifests import corpus_files, documents
+from tests.support.paths import EXAMPLES, REPO
+from tests.support.server import free_port
 from webhook.core.decision import decide
 from webhook.policy import load_policies
 

@@ -15,7 +15,9 @@ from pathlib import Path
 
 import pytest
 
-from tests.deploy.test_manifests import DEPLOY, ROOT, SERVE_ARGS, only_container, requires_kubectl
+from tests.support.deploy import SERVE_ARGS, only_container
+from tests.support.kubectl import requires_kubectl
+from tests.support.paths import DEPLOY, REPO
 
 CLI_CONTRACTS = [  # (workload, module, subcommand): its flags must exist in that CLI
     (("Deployment", "lwgpu-webhook"), "webhook", "serve"),
@@ -34,7 +36,7 @@ def test_container_flags_exist_in_the_cli(workload, module, command):
     assert container["args"][0] == command
     helped = subprocess.run(
         [sys.executable, "-m", module, command, "--help"],
-        cwd=ROOT,
+        cwd=REPO,
         check=False,
         capture_output=True,
         text=True,
@@ -109,7 +111,7 @@ def test_dockerfile(what, check):
 def test_dockerignore_sends_only_what_the_image_copies():
     lines = [
         ln
-        for ln in (ROOT / ".dockerignore").read_text().splitlines()
+        for ln in (REPO / ".dockerignore").read_text().splitlines()
         if ln and not ln.startswith("#")
     ]
     assert lines[0] == "*"

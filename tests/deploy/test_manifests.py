@@ -7,19 +7,23 @@ are custom resources with no schema in kubernetes-validate: those are checked fi
 
 from __future__ import annotations
 
-import functools
-import shutil
-import subprocess
-from pathlib import Path
-
 import kubernetes_validate
 import pytest
-import yaml
 
-ROOT = Path(__file__).resolve().parents[2]
-DEPLOY = ROOT / "deploy"
-BASE, CERT_MANAGER = "", "overlays/cert-manager"
-NS = "lwgpu-system"
+from tests.support.deploy import (
+    BASE,
+    CERT_MANAGER,
+    NS,
+    SERVE_ARGS,
+    WEBHOOKS,
+    find,
+    only_container,
+    pod_template,
+    render,
+)
+from tests.support.kubectl import requires_kubectl
+from tests.support.paths import DEPLOY, REPO
+
 IMAGE = "ghcr.io/lwgpu/lwgpu:0.1.0"
 # matchConditions became GA in 1.30: the oldest version the install supports, and the newest.
 K8S_VERSIONS = ("1.30.0", kubernetes_validate.latest_version())
@@ -31,21 +35,6 @@ CLUSTER_SCOPED = {
     "MutatingWebhookConfiguration",
     "ValidatingWebhookConfiguration",
 }
-SERVE_ARGS = [
-    "serve",
-    "--host",
-    "0.0.0.0",
-    "--port",
-    "8443",
-    "--policies",
-    "/etc/lwgpu/policies",
-    "--tls-dir",
-    "/etc/lwgpu/tls",
-    "--workers",
-    "2",
-    "--threads",
-    "8",
-]
 INSTALL_ARGS = [
     "install",
     "--namespace",
@@ -99,10 +88,6 @@ WORKLOADS = [
     ("Job", "lwgpu-certs"),
     ("CronJob", "lwgpu-certs-rotate"),
 ]
-WEBHOOKS = [  # (kind, name, path, failurePolicy)
-    ("MutatingWebhookConfiguration", "lwgpu-mutate", "/mutate", "Fail"),
-    ("ValidatingWebhookConfiguration", "lwgpu-validate", "/validate", "Ignore"),
-]
 NODES = {"apiGroups": [""], "resources": ["nodes"]}
 ROLE_RULES = {
     ("ClusterRole", "lwgpu-webhook"): [{**NODES, "verbs": ["get", "list", "watch"]}],
@@ -125,40 +110,6 @@ ROLE_RULES = {
         }
     ],
 }
-requires_kubectl = pytest.mark.skipif(
-    shutil.which("kubectl") is None, reason="kubectl is not installed"
-)
-
-
-@functools.cache
-def render(target: str) -> tuple[dict, ...]:
-    """The objects `kubectl kustomize deploy/<target>` renders, cached per target."""
-    out = subprocess.run(
-        ["kubectl", "kustomize", str(DEPLOY / target)],
-        check=True,
-        capture_output=True,
-        text=True,
-        timeout=60,
-    ).stdout
-    return tuple(doc for doc in yaml.safe_load_all(out) if doc)
-
-
-def find(kind: str, name: str, target: str = BASE) -> dict:
-    """The one rendered object of that kind and name."""
-    [obj] = [o for o in render(target) if (o["kind"], o["metadata"]["name"]) == (kind, name)]
-    return obj
-
-
-def pod_template(obj: dict) -> dict:
-    """The pod template of a workload (a CronJob's is one level deeper)."""
-    spec = obj["spec"]["jobTemplate"]["spec"] if obj["kind"] == "CronJob" else obj["spec"]
-    return spec["template"]
-
-
-def only_container(kind: str, name: str) -> dict:
-    """The single container of a workload's pod."""
-    [container] = pod_template(find(kind, name))["spec"]["containers"]
-    return container
 
 
 @requires_kubectl
@@ -330,12 +281,12 @@ def test_disruption_budget_and_service_select_the_webhook_pods():
 @requires_kubectl
 def test_policy_configmap_carries_the_shipped_policy_unhashed():
     configmap = find("ConfigMap", "lwgpu-policies")
-    assert configmap["data"] == {"default.yaml": (ROOT / "policies/default.yaml").read_text()}
+    assert configmap["data"] == {"default.yaml": (REPO / "policies/default.yaml").read_text()}
 
 
 def test_deploy_copy_of_the_policy_matches_policies_default():
     """kustomize cannot read ../../policies; the copy in deploy/base must not drift."""
-    source = (ROOT / "policies/default.yaml").read_text()
+    source = (REPO / "policies/default.yaml").read_text()
     assert (DEPLOY / "base/policies/default.yaml").read_text() == source, (
         "run: cp policies/default.yaml deploy/base/policies/default.yaml"
     )

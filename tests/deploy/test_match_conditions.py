@@ -17,13 +17,15 @@ import yaml
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from tests.deploy.test_manifests import NS, ROOT, WEBHOOKS, find, requires_kubectl
 from tests.fakes.apiserver_cel import as_apiserver_sees, program
+from tests.support.builders import WORKLOAD_KINDS, container, pod, workload
+from tests.support.deploy import NS, WEBHOOKS, find
+from tests.support.kubectl import requires_kubectl
+from tests.support.paths import CORPUS, REPO
 from webhook.core.decision import decide
 from webhook.policy import load_policies
 
-CORPUS = ROOT.parent / "shared" / "corpus"
-POLICY = load_policies(ROOT / "policies/default.yaml").for_namespace("default")
+POLICY = load_policies(REPO / "policies/default.yaml").for_namespace("default")
 WEBHOOK_RULES = [
     {"apiGroups": [""], "apiVersions": ["v1"], "resources": ["pods"], "operations": ["CREATE"]},
     {
@@ -219,77 +221,61 @@ def test_the_decision_acts_on_part_of_the_corpus():
     assert len(acted) >= 10
 
 
-def container(**resources) -> dict:
-    """A container with the given resources sections (limits=..., requests=...)."""
-    return {"name": "main", "image": "busybox", "resources": resources}
-
-
-def pod(spec=None, annotations=None) -> dict:
-    """A Pod; spec None leaves the spec out."""
-    metadata = {"name": "p", **({"annotations": annotations} if annotations else {})}
-    return {
-        "apiVersion": "v1",
-        "kind": "Pod",
-        "metadata": metadata,
-        **({} if spec is None else {"spec": spec}),
-    }
-
-
-def workload(api_version: str, kind: str, template: dict) -> dict:
-    """A workload around a pod template (a CronJob's one level deeper)."""
-    spec = (
-        {"jobTemplate": {"spec": {"template": template}}}
-        if kind == "CronJob"
-        else {"template": template}
-    )
-    return {"apiVersion": api_version, "kind": kind, "metadata": {"name": "w"}, "spec": spec}
-
-
 GPU = {"nvidia.com/gpu": "1"}
 MEMORY_ANNOTATION = {"lwgpu.io/gpu-memory": "1536Mi"}
 CASES = [  # (id, object, sent)
-    ("gpu limit", pod({"containers": [container(limits=GPU)]}), True),
-    (
-        "gpushare request only",
-        pod({"containers": [container(requests={"aliyun.com/gpu-mem": 2})]}),
-        True,
-    ),
-    ("HAMi gpumem", pod({"containers": [container(limits={"nvidia.com/gpumem": 3000})]}), True),
+    ("gpu limit", pod(container("main", limits=GPU)), True),
+    ("gpushare request only", pod(container("main", requests={"aliyun.com/gpu-mem": 2})), True),
+    ("HAMi gpumem", pod(container("main", limits={"nvidia.com/gpumem": 3000})), True),
     (
         "init container only",
-        pod({"containers": [container()], "initContainers": [container(limits=GPU)]}),
+        pod(container("main", resources={}), init=(container("main", limits=GPU),)),
         True,
     ),
-    ("annotation only", pod({"containers": [{"name": "main"}]}, MEMORY_ANNOTATION), True),
-    ("annotation, no spec", pod(None, MEMORY_ANNOTATION), True),
+    ("annotation only", pod({"name": "main"}, annotations=MEMORY_ANNOTATION), True),
+    (
+        "annotation, no spec",
+        {
+            "apiVersion": "v1",
+            "kind": "Pod",
+            "metadata": {"name": "p", "annotations": MEMORY_ANNOTATION},
+        },
+        True,
+    ),
     (
         "another gpu-memory annotation",
-        pod({"containers": [{"name": "main"}]}, {"gpu-memory": "2000"}),
+        pod({"name": "main"}, annotations={"gpu-memory": "2000"}),
         False,
     ),
+    ("cpu and memory only", pod(container("main", limits={"cpu": "1", "memory": "1Gi"})), False),
+    ("MIG slice", pod(container("main", limits={"nvidia.com/mig-1g.5gb": 1})), False),
+    ("no spec", {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "p"}}, False),
     (
-        "cpu and memory only",
-        pod({"containers": [container(limits={"cpu": "1", "memory": "1Gi"})]}),
+        "empty spec",
+        {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "p"}, "spec": {}},
         False,
     ),
-    ("MIG slice", pod({"containers": [container(limits={"nvidia.com/mig-1g.5gb": 1})]}), False),
-    ("no spec", pod(None), False),
-    ("empty spec", pod({}), False),
-    ("no containers", pod({"containers": []}), False),
-    ("no resources", pod({"containers": [{"name": "main"}]}), False),
-    ("empty resources", pod({"containers": [container()]}), False),
-    ("null resources", pod({"containers": [{"name": "main", "resources": None}]}), False),
-    ("null limits", pod({"containers": [container(limits=None, requests=None)]}), False),
-    ("null container", pod({"containers": [None]}), False),
+    ("no containers", pod(containers=[]), False),
+    ("no resources", pod({"name": "main"}), False),
+    ("empty resources", pod(container("main", resources={})), False),
+    ("null resources", pod({"name": "main", "resources": None}), False),
+    ("null limits", pod(container("main", resources={"limits": None, "requests": None})), False),
+    ("null container", pod(containers=[None]), False),
     ("empty object", {}, False),
     (
         "no metadata",
-        {"apiVersion": "v1", "kind": "Pod", "spec": {"containers": [container(limits=GPU)]}},
+        {
+            "apiVersion": "v1",
+            "kind": "Pod",
+            "spec": {"containers": [container("main", limits=GPU)]},
+        },
         True,
     ),
     (
         "deployment",
-        workload("apps/v1", "Deployment", {"spec": {"containers": [container(limits=GPU)]}}),
+        workload(
+            "apps/v1", "Deployment", {"spec": {"containers": [container("main", limits=GPU)]}}
+        ),
         True,
     ),
     (
@@ -302,7 +288,9 @@ CASES = [  # (id, object, sent)
     (
         "deployment without gpu",
         workload(
-            "apps/v1", "Deployment", {"spec": {"containers": [container(requests={"cpu": "100m"})]}}
+            "apps/v1",
+            "Deployment",
+            {"spec": {"containers": [container("main", requests={"cpu": "100m"})]}},
         ),
         False,
     ),
@@ -310,7 +298,9 @@ CASES = [  # (id, object, sent)
     (
         "replicationcontroller",
         workload(
-            "v1", "ReplicationController", {"spec": {"initContainers": [container(requests=GPU)]}}
+            "v1",
+            "ReplicationController",
+            {"spec": {"initContainers": [container("main", requests=GPU)]}},
         ),
         True,
     ),
@@ -319,7 +309,7 @@ CASES = [  # (id, object, sent)
         workload(
             "batch/v1",
             "CronJob",
-            {"spec": {"containers": [container(limits={"aliyun.com/gpu-mem": 1})]}},
+            {"spec": {"containers": [container("main", limits={"aliyun.com/gpu-mem": 1})]}},
         ),
         True,
     ),
@@ -350,7 +340,7 @@ def test_hand_written_objects(obj, expected):
 @requires_kubectl
 def test_update_is_judged_on_the_new_object():
     old = workload("apps/v1", "Deployment", {"spec": {"containers": [container(limits=GPU)]}})
-    new = workload("apps/v1", "Deployment", {"spec": {"containers": [container()]}})
+    new = workload("apps/v1", "Deployment", {"spec": {"containers": [container(resources={})]}})
     assert (sent(new, operation="UPDATE", old=old), sent(old, operation="UPDATE", old=new)) == (
         False,
         True,
@@ -404,15 +394,8 @@ templates = st.fixed_dictionaries(
         ),
     },
 )
-KINDS = [
-    ("apps/v1", "Deployment"),
-    ("apps/v1", "StatefulSet"),
-    ("apps/v1", "DaemonSet"),
-    ("apps/v1", "ReplicaSet"),
-    ("v1", "ReplicationController"),
-    ("batch/v1", "Job"),
-    ("batch/v1", "CronJob"),
-]
+# Pods are drawn apart, from the templates themselves.
+KINDS = [kind for kind in WORKLOAD_KINDS if kind != ("v1", "Pod")]
 objects = st.one_of(
     templates.map(lambda t: {"apiVersion": "v1", "kind": "Pod", **t}),
     st.tuples(st.sampled_from(KINDS), templates).map(lambda kt: workload(*kt[0], kt[1])),

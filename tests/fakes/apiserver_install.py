@@ -21,27 +21,16 @@ import sys
 from collections.abc import Iterator
 from pathlib import Path
 
-import yaml
-
 from tests.fakes.apiserver_harness import Apiserver, Webhook
 from tests.fakes.apiserver_rules import selector_matches
-from tests.support.server import REPO, Server, free_port, wait_for
+from tests.support.deploy import kustomize
+from tests.support.paths import DEPLOY, REPO
+from tests.support.server import Server, free_port
+from tests.support.waiting import wait_for
 
 
 class HarnessError(Exception):
     """The install cannot be used as the apiserver would use it (an inconsistent deploy/)."""
-
-
-def render(target: Path = REPO / "deploy") -> list[dict]:
-    """The objects `kubectl kustomize <target>` renders (what `kubectl apply -k` installs)."""
-    out = subprocess.run(
-        ["kubectl", "kustomize", str(target)],
-        check=True,
-        capture_output=True,
-        text=True,
-        timeout=60,
-    ).stdout
-    return [doc for doc in yaml.safe_load_all(out) if doc]
 
 
 def _backend(objects: list[dict], service: dict) -> tuple[dict, dict, int]:
@@ -112,9 +101,9 @@ def serve_command(container: dict, mounts: dict[str, Path], port: int, declared:
 
 
 @contextlib.contextmanager
-def running(workdir: Path, target: Path = REPO / "deploy") -> Iterator[tuple[Apiserver, Server]]:
+def running(workdir: Path, target: Path = DEPLOY) -> Iterator[tuple[Apiserver, Server]]:
     """Render `target`, make certificates, start the real server; yield the dispatcher and it."""
-    objects = render(target)
+    objects = kustomize(target)
     configs = sorted(
         (o for o in objects if o["kind"].endswith("WebhookConfiguration")),
         key=lambda o: (not o["kind"].startswith("Mutating"), o["metadata"]["name"]),

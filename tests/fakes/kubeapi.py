@@ -52,17 +52,6 @@ class RecordedRequest:
     body: bytes | None
 
 
-def wait_for(predicate, seconds: float = 10.0):
-    """Poll `predicate` until it is truthy or `seconds` pass; returns its last value.
-
-    For tests that await a background effect (a watch event, a retry) without fixed sleeps.
-    """
-    deadline = time.monotonic() + seconds
-    while not (result := predicate()) and time.monotonic() < deadline:
-        time.sleep(0.01)
-    return result
-
-
 class _Handler(BaseHTTPRequestHandler):
     """Routes each HTTP request to the owning `KubeAPIDouble`."""
 

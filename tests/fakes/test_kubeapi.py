@@ -9,6 +9,7 @@ from kubernetes import client, watch
 from kubernetes.client.exceptions import ApiException
 
 from tests.fakes.kubeapi import KubeAPIDouble
+from tests.support.builders import node
 
 ADM = "admissionregistration.k8s.io/v1"
 WEBHOOK = {
@@ -24,11 +25,6 @@ def fixture_kube():
     """A running double."""
     with KubeAPIDouble() as double:
         yield double
-
-
-def node(name, **labels):
-    """A minimal Node object."""
-    return {"apiVersion": "v1", "kind": "Node", "metadata": {"name": name, "labels": labels}}
 
 
 def core(kube):

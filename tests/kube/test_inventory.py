@@ -7,19 +7,12 @@ import time
 import pytest
 from kubernetes import client
 
-from tests.fakes.kubeapi import KubeAPIDouble, wait_for
+from tests.fakes.kubeapi import KubeAPIDouble
+from tests.support.builders import MEM, NAME, gpu_node
+from tests.support.waiting import wait_for
 from webhook.core.placement import best_fit
 from webhook.kube.inventory import NodeInventory, profiles_from_labels
 from webhook.policy import Profile
-
-MEM, NAME = "aliyun.accelerator/nvidia_mem", "aliyun.accelerator/nvidia_name"
-
-
-def node(name, mem=None, gpu=None):
-    """A Node carrying the GPU labels that are given."""
-    labels = {"kubernetes.io/os": "linux"} | ({MEM: mem} if mem else {})
-    labels |= {NAME: gpu} if gpu else {}
-    return {"apiVersion": "v1", "kind": "Node", "metadata": {"name": name, "labels": labels}}
 
 
 def summary(profiles):
@@ -83,9 +76,9 @@ def fixture_start(kube):
 def test_discovered_classes_place_a_5gib_pod_on_7611mib(kube, start):
     """2048MiB and 7611MiB nodes -> both classes; 5 GiB fits only the 7611MiB class."""
     for obj in (
-        node("p4-2q", "2048MiB", "GRID-P4-2Q"),
-        node("p4", "7611MiB", "Tesla-P4"),
-        node("cpu"),
+        gpu_node("p4-2q", "2048MiB", "GRID-P4-2Q"),
+        gpu_node("p4", "7611MiB", "Tesla-P4"),
+        gpu_node("cpu"),
     ):
         kube.seed(obj)
     inventory = start()
@@ -99,9 +92,9 @@ def test_discovered_classes_place_a_5gib_pod_on_7611mib(kube, start):
 def test_a_class_disappears_with_its_last_node(kube, start):
     """Deleting one of two 2048MiB nodes keeps the class; deleting the last removes it."""
     for obj in (
-        node("a", "2048MiB", "GRID-P4-2Q"),
-        node("b", "2048MiB", "GRID-P4-2Q"),
-        node("p4", "7611MiB", "Tesla-P4"),
+        gpu_node("a", "2048MiB", "GRID-P4-2Q"),
+        gpu_node("b", "2048MiB", "GRID-P4-2Q"),
+        gpu_node("p4", "7611MiB", "Tesla-P4"),
     ):
         kube.seed(obj)
     inventory = start()
@@ -115,21 +108,21 @@ def test_a_class_disappears_with_its_last_node(kube, start):
 
 def test_labels_changing_on_a_live_node_are_followed(kube, start):
     """A node gaining the labels adds its class; losing them (it leaves the selector) drops it."""
-    kube.seed(node("gpu", "2048MiB", "GRID-P4-2Q"))
+    kube.seed(gpu_node("gpu", "2048MiB", "GRID-P4-2Q"))
     inventory = start()
-    kube.seed(node("late", "7611MiB", "Tesla-P4"))
+    kube.seed(gpu_node("late", "7611MiB", "Tesla-P4"))
     assert wait_for(lambda: summary(inventory.profiles()) == [P4_2Q, TESLA_P4])
-    kube.seed(node("gpu"))
+    kube.seed(gpu_node("gpu"))
     assert wait_for(lambda: summary(inventory.profiles()) == [TESLA_P4])
 
 
 def test_api_down_keeps_the_last_snapshot_and_never_blocks(kube, start, caplog):
     """Outage: profiles() answers at once with the last snapshot; the change lands on recovery."""
-    kube.seed(node("gpu", "2048MiB", "GRID-P4-2Q"))
+    kube.seed(gpu_node("gpu", "2048MiB", "GRID-P4-2Q"))
     inventory = start()
     with caplog.at_level(logging.WARNING, logger="webhook.kube.inventory"):
         kube.set_down(True)
-        kube.seed(node("p4", "7611MiB", "Tesla-P4"))
+        kube.seed(gpu_node("p4", "7611MiB", "Tesla-P4"))
         assert wait_for(lambda: "503" in caplog.text)
         began = time.monotonic()
         answers = [inventory.profiles() for _ in range(1000)]
@@ -143,12 +136,12 @@ def test_api_down_keeps_the_last_snapshot_and_never_blocks(kube, start, caplog):
 
 def test_expired_resource_version_relists(kube, start):
     """A watch resumed from a compacted resourceVersion gets 410 and the inventory re-lists."""
-    kube.seed(node("gpu", "2048MiB", "GRID-P4-2Q"))
+    kube.seed(gpu_node("gpu", "2048MiB", "GRID-P4-2Q"))
     inventory = start()
-    kube.seed(node("cpu"))  # bumps the version without an event for this watch
+    kube.seed(gpu_node("cpu"))  # bumps the version without an event for this watch
     kube.set_down(True)  # cuts the open watch
     kube.compact()
-    kube.seed(node("p4", "7611MiB", "Tesla-P4"))
+    kube.seed(gpu_node("p4", "7611MiB", "Tesla-P4"))
     kube.set_down(False)
     assert wait_for(lambda: summary(inventory.profiles()) == [P4_2Q, TESLA_P4])
     lists = [r for r in kube.requests if r.method == "GET" and "watch" not in r.query]
@@ -157,7 +150,7 @@ def test_expired_resource_version_relists(kube, start):
 
 def test_failures_back_off_exponentially(kube, start, caplog):
     """Failed lists are retried after doubling delays, capped at the maximum."""
-    kube.seed(node("gpu", "2048MiB", "GRID-P4-2Q"))
+    kube.seed(gpu_node("gpu", "2048MiB", "GRID-P4-2Q"))
     kube.inject("GET", r"^/api/v1/nodes$", 500, times=4)
     with caplog.at_level(logging.WARNING, logger="webhook.kube.inventory"):
         inventory = start()

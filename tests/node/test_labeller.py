@@ -15,7 +15,10 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from tests.fakes.kubeapi import KubeAPIDouble, wait_for
+from tests.fakes.kubeapi import KubeAPIDouble
+from tests.fakes.nvml import FakeNVML
+from tests.support.builders import gpu_node
+from tests.support.waiting import wait_for
 from webhook.kube.client import core_api
 from webhook.node import labeller
 from webhook.node.nvml import label_value
@@ -39,54 +42,11 @@ SEED_LABELS = expect("1", "2048MiB", "GRID-P4-2Q")
 LABEL_VALUE = re.compile(r"^(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?$")
 
 
-class FakeNVML:
-    """NVML at the pynvml function boundary: GPUs as (name, total bytes), failing calls by name.
-
-    Like the real library, device calls before nvmlInit raise NVMLError_Uninitialized.
-    """
-
-    def __init__(self, gpus, fail=None):
-        self.gpus, self.fail, self.calls, self.ready = gpus, fail or {}, [], False
-
-    def install(self, monkeypatch):
-        """Replace the pynvml functions the labeller calls."""
-        impls = {
-            "nvmlInit": lambda: setattr(self, "ready", True),
-            "nvmlShutdown": lambda: setattr(self, "ready", False),
-            "nvmlDeviceGetCount": lambda: len(self.gpus),
-            "nvmlDeviceGetHandleByIndex": lambda index: self.gpus[index],
-            "nvmlDeviceGetMemoryInfo": lambda gpu: pynvml.c_nvmlMemory_t(
-                total=gpu[1], free=gpu[1], used=0
-            ),
-            "nvmlDeviceGetName": lambda gpu: gpu[0],
-        }
-        for name, impl in impls.items():
-            monkeypatch.setattr(pynvml, name, self._guarded(name, impl))
-        return self
-
-    def _guarded(self, name, impl):
-        def call(*args):
-            self.calls.append(name)
-            if name in self.fail:
-                raise pynvml.NVMLError(self.fail[name])  # maps to the real subclass
-            if name != "nvmlInit" and not self.ready:
-                raise pynvml.NVMLError(pynvml.NVML_ERROR_UNINITIALIZED)
-            return impl(*args)
-
-        return call
-
-
 @pytest.fixture(name="kube")
 def fixture_kube(tmp_path, monkeypatch):
     """The API double with a GPU node, reached through kubeconfig as the CLI would."""
     with KubeAPIDouble() as double:
-        double.seed(
-            {
-                "apiVersion": "v1",
-                "kind": "Node",
-                "metadata": {"name": "gpu-1", "labels": {"kubernetes.io/os": "linux"}},
-            }
-        )
+        double.seed(gpu_node("gpu-1"))
         monkeypatch.delenv("KUBERNETES_SERVICE_HOST", raising=False)
         monkeypatch.setenv("KUBECONFIG", double.write_kubeconfig(tmp_path / "kubeconfig"))
         monkeypatch.setenv("NODE_NAME", "gpu-1")

@@ -21,15 +21,10 @@ from pathlib import Path
 
 import pytest
 
-from tests.support.builders import (
-    CORPUS,
-    GOLDEN,
-    REPO,
-    check_golden,
-    corpus_files,
-    documents,
-    run_cli,
-)
+from tests.support.cli import run_cli
+from tests.support.golden import check_golden
+from tests.support.manifests import corpus_files, documents
+from tests.support.paths import CORPUS, GOLDEN, REPO
 from webhook import DEFAULT_POLICIES
 
 FILES = corpus_files()

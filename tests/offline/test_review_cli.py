@@ -13,19 +13,11 @@ import json
 import pytest
 import yaml
 
-from tests.support.builders import (
-    EXAMPLES,
-    GOLDEN,
-    REPO,
-    admission_review,
-    check_golden,
-    container,
-    default_policies,
-    default_policy,
-    pod,
-    run_cli,
-    workload,
-)
+from tests.support.builders import admission_review, container, pod, workload
+from tests.support.cli import run_cli
+from tests.support.golden import check_golden
+from tests.support.paths import EXAMPLES, GOLDEN, REPO
+from tests.support.policies import default_policies, default_policy
 from webhook.admission import review
 from webhook.core.decision import decide
 

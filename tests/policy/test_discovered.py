@@ -1,13 +1,12 @@
 """Discovered classes (from Node labels) merged into policies that set discoverProfiles."""
 
-from pathlib import Path
-
 import pytest
 
+from tests.support.builders import container, pod
+from tests.support.paths import REPO
 from webhook.core.decision import decide
 from webhook.policy import PolicySet, Profile, frozen_map, load_documents
 
-ROOT = Path(__file__).resolve().parents[2]
 MEM = "aliyun.accelerator/nvidia_mem"
 
 
@@ -16,23 +15,12 @@ def discovered(name, mib, label=None):
 
 
 def policies(discover):
-    text = (ROOT / "policies/default.yaml").read_text()
+    text = (REPO / "policies/default.yaml").read_text()
     text = text.replace("whenNoProfileFits: deny", f"discoverProfiles: {str(discover).lower()}")
     errors = []
     found = load_documents(text, "default.yaml", errors)
     assert errors == []
     return PolicySet(tuple(found))
-
-
-def pod(gib):
-    return {
-        "apiVersion": "v1",
-        "kind": "Pod",
-        "metadata": {"name": "p"},
-        "spec": {
-            "containers": [{"name": "a", "resources": {"limits": {"aliyun.com/gpu-mem": gib}}}]
-        },
-    }
 
 
 TESLA = discovered("Tesla-P4", 7611)
@@ -51,7 +39,7 @@ TESLA = discovered("Tesla-P4", 7611)
 )
 def test_discovered_classes_join_the_best_fit(discover, found, gib, outcome, selector):
     policy = policies(discover).with_discovered(found).for_namespace("default")
-    decision = decide(pod(gib), policy)
+    decision = decide(pod(container(limits={"aliyun.com/gpu-mem": gib})), policy)
     assert decision.outcome == outcome
     if selector:
         assert decision.obj["spec"]["nodeSelector"] == {MEM: selector}

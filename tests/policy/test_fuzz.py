@@ -21,7 +21,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from tests.reliability.mutate import FUZZ, SMALL_VALUES, corrupted, mutated, print_counts
-from tests.support.builders import REPO, TAINTED_POLICY_YAML
+from tests.support.paths import REPO
+from tests.support.policies import TAINTED_POLICY_YAML
 from webhook.policy import Policy, load_documents
 
 WHERE = "fuzz.yaml"

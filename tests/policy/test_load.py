@@ -3,30 +3,24 @@
 Regenerate the golden files with LWGPU_UPDATE_GOLDEN=1 after an intended message change.
 """
 
-import os
-from pathlib import Path
-
 import pytest
 
+from tests.support.golden import check_golden
+from tests.support.paths import DATA, GOLDEN, REPO
 from webhook.cli import main
 from webhook.policy import PolicyError, PolicySet, load_documents, load_policies
 from webhook.policy.model import globs_overlap, pattern_rank
 
-ROOT = Path(__file__).resolve().parents[2]
-BAD = sorted((ROOT / "tests/data/policies/bad").glob("*.yaml"))
-GOLDEN = ROOT / "tests/golden/policy_check"
+BAD = sorted((DATA / "policies" / "bad").glob("*.yaml"))
 
 
 @pytest.mark.parametrize("path", BAD, ids=[p.stem for p in BAD])
 def test_policy_check_golden(path, capsys, monkeypatch):
-    monkeypatch.chdir(ROOT)
-    code = main(["policy", "check", str(path.relative_to(ROOT))])
+    monkeypatch.chdir(REPO)
+    code = main(["policy", "check", str(path.relative_to(REPO))])
     out = capsys.readouterr().out
-    golden = GOLDEN / f"{path.stem}.txt"
-    if os.environ.get("LWGPU_UPDATE_GOLDEN"):
-        golden.write_text(out)
     assert code == 1
-    assert out == golden.read_text()
+    check_golden(GOLDEN / "policy_check" / f"{path.stem}.txt", out)
 
 
 def test_enough_kinds_of_bad_policy_are_covered():
@@ -35,13 +29,13 @@ def test_enough_kinds_of_bad_policy_are_covered():
 
 @pytest.mark.parametrize("path", ["policies/default.yaml", "policies/examples", "policies"])
 def test_shipped_policies_are_valid(path, capsys, monkeypatch):
-    monkeypatch.chdir(ROOT)
+    monkeypatch.chdir(REPO)
     assert main(["policy", "check", path]) == 0
     assert capsys.readouterr().out.startswith("ok: ")
 
 
 def test_default_policy_content():
-    policy = load_policies(ROOT / "policies/default.yaml").for_namespace("default")
+    policy = load_policies(REPO / "policies/default.yaml").for_namespace("default")
     assert [(p.name, p.memory_mib, dict(p.node_selector)) for p in policy.profiles] == [
         (f"GRID-P4-{n}Q", n * 1024, {"aliyun.accelerator/nvidia_mem": f"{n * 1024}MiB"})
         for n in (1, 2, 4, 8)
@@ -51,11 +45,11 @@ def test_default_policy_content():
         "nvidia.com/gpumem": 1 << 20,
     }
     assert policy.annotation == "lwgpu.io/gpu-memory"
-    assert load_policies(ROOT / "policies/default.yaml").for_namespace("kube-system") is None
+    assert load_policies(REPO / "policies/default.yaml").for_namespace("kube-system") is None
 
 
 def test_a_bad_file_in_a_directory_fails_the_whole_load(tmp_path):
-    (tmp_path / "a.yaml").write_text((ROOT / "policies/default.yaml").read_text())
+    (tmp_path / "a.yaml").write_text((REPO / "policies/default.yaml").read_text())
     (tmp_path / "b.yml").write_text("kind: [")
     (tmp_path / "..data").mkdir()  # ConfigMap volume internals are hidden and ignored
     (tmp_path / "notes.txt").write_text("ignored")

@@ -14,7 +14,7 @@ import json
 import jsonpatch
 import orjson
 
-from tests.support.builders import default_policies
+from tests.support.policies import default_policies
 from webhook.admission import API_VERSION, KIND, BadReview, ReviewResult, encode, review
 from webhook.core.decision import WARNING_LIMIT
 

@@ -34,12 +34,15 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
+from tests.fakes.kubelet import install_kubelet_style
 from tests.reliability import procfs
 from tests.reliability.load import Load, Record
 from tests.reliability.policy_steps import POLICY, policy_steps
 from tests.reliability.report import row, table
-from tests.server.test_tls import install_file_by_file, install_kubelet_style
-from tests.support.server import REPO, make_certs, serving, wait_for
+from tests.support.certs import install_file_by_file
+from tests.support.paths import REPO
+from tests.support.server import make_certs, serving
+from tests.support.waiting import wait_for
 
 OUT = REPO / "bench-results" / "reliability-faults.json"
 WARM_UP = 300  # requests before a fault strikes

@@ -25,6 +25,7 @@ from typing import Self
 
 import orjson
 
+from tests.support.builders import admission_review, gpu_pod
 from tests.support.https_client import (
     JSON,
     SNI,
@@ -33,7 +34,7 @@ from tests.support.https_client import (
     raw_request,
     read_response,
 )
-from tests.support.server import admission_review, gpu_pod, wait_for
+from tests.support.waiting import wait_for
 
 BODY = orjson.dumps(admission_review(gpu_pod({"aliyun.com/gpu-mem": 2}), uid="load"))
 HEADERS = {"Content-Type": "application/json"}

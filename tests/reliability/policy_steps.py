@@ -12,7 +12,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
-from tests.support.server import REPO
+from tests.support.paths import REPO
 from webhook.policy import load_documents
 
 POLICY = REPO / "policies" / "default.yaml"

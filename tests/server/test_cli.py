@@ -12,7 +12,9 @@ import sys
 import pytest
 from cryptography import x509
 
-from tests.support.server import REPO, make_certs, start, wait_for
+from tests.support.paths import REPO
+from tests.support.server import make_certs, start
+from tests.support.waiting import wait_for
 from webhook.cli import main
 from webhook.server import cli
 

@@ -20,7 +20,10 @@ from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
 
 from certs.authority import Spec, issue_ca, new_key
-from tests.support.server import REPO, admission_review, gpu_pod, serving, wait_for
+from tests.support.builders import admission_review, gpu_pod
+from tests.support.paths import REPO
+from tests.support.server import serving
+from tests.support.waiting import wait_for
 
 POLICY = REPO / "policies" / "default.yaml"
 REVIEW = admission_review(gpu_pod({"aliyun.com/gpu-mem": 2}), uid="client-ca-review")

@@ -16,30 +16,20 @@ import sys
 import orjson
 import pytest
 
+from tests.fakes.inventory import FakeInventory
 from tests.fakes.kubeapi import KubeAPIDouble
-from tests.support.server import (
-    REPO,
-    admission_review,
-    free_port,
-    gpu_pod,
-    serving,
-    wait_for,
-)
+from tests.support.builders import MEM, admission_review, gpu_node, gpu_pod
+from tests.support.paths import REPO
+from tests.support.server import free_port, serving
+from tests.support.waiting import wait_for
 from webhook.kube.inventory import profiles_from_labels
 from webhook.policy import load_policies
 from webhook.server.discovered import Discovery
 
-MEM, NAME = "aliyun.accelerator/nvidia_mem", "aliyun.accelerator/nvidia_name"
 REVIEW = admission_review(gpu_pod({"aliyun.com/gpu-mem": 5}), uid="discovery-review")
 AGE, CLASSES = "lwgpu_discovery_inventory_age_seconds", "lwgpu_discovery_classes"
 # Enough fresh connections that both workers (SO_REUSEPORT spreads them) are asked.
 ROUNDS = 8
-
-
-def node(name: str, mem: str, gpu: str) -> dict:
-    """A Node with the labels the platform (or `label-node`) puts on a GPU node."""
-    labels = {"kubernetes.io/os": "linux", MEM: mem, NAME: gpu}
-    return {"apiVersion": "v1", "kind": "Node", "metadata": {"name": name, "labels": labels}}
 
 
 @pytest.fixture(name="policy")
@@ -80,8 +70,8 @@ def gauges(server) -> tuple[float, float]:
 
 def test_classes_follow_the_nodes_and_survive_an_outage(tmp_path, policy):
     with KubeAPIDouble() as kube:
-        kube.seed(node("p4-2q", "2048MiB", "GRID-P4-2Q"))
-        kube.seed(node("tesla-p4", "7611MiB", "Tesla-P4"))
+        kube.seed(gpu_node("p4-2q", "2048MiB", "GRID-P4-2Q"))
+        kube.seed(gpu_node("tesla-p4", "7611MiB", "Tesla-P4"))
         config = kube.write_kubeconfig(tmp_path / "kubeconfig")
         with serving(tmp_path, policy, env={"KUBECONFIG": config}) as server:
             wait_for(lambda: selectors(server) == {"7611MiB"}, what="the discovered 7611MiB")
@@ -128,22 +118,6 @@ def test_server_modules_do_not_import_the_kubernetes_client():
         [sys.executable, "-c", code], cwd=REPO, capture_output=True, text=True, check=True
     )
     assert out.stdout.strip() == "False"
-
-
-class FakeInventory:
-    """Stands in for NodeInventory at its reading boundary: a snapshot tuple and an age."""
-
-    def __init__(self, profiles: tuple) -> None:
-        self.snapshot = profiles
-
-    def profiles(self) -> tuple:
-        return self.snapshot
-
-    def age_seconds(self) -> float:
-        return 1.5
-
-    def stop(self) -> None:
-        self.snapshot = ()
 
 
 def failing_factory():

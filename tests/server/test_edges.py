@@ -7,17 +7,18 @@ Regenerate the golden files with LWGPU_UPDATE_GOLDEN=1 after an intended message
 
 from __future__ import annotations
 
-import os
 import types
 
 import orjson
 import pytest
 
+from tests.support.builders import admission_review, gpu_pod
+from tests.support.golden import check_golden_json
 from tests.support.https_client import JSON, raw_request, read_response
-from tests.support.server import REPO, admission_review, gpu_pod, serving
+from tests.support.paths import GOLDEN, REPO
+from tests.support.server import serving
 from webhook.server.app import MAX_BODY_BYTES, create_app
 
-GOLDEN = REPO / "tests" / "golden" / "server"
 REVIEW = orjson.dumps(admission_review(gpu_pod({"aliyun.com/gpu-mem": 2}), uid="edge-uid"))
 
 
@@ -37,17 +38,6 @@ def chunked(data: bytes, size: int = 1 << 20) -> bytes:
 
 def with_length(body: bytes) -> list[str]:
     return [JSON, f"Content-Length: {len(body)}"]
-
-
-def assert_golden(name: str, data: bytes) -> None:
-    body = orjson.loads(data)
-    golden = GOLDEN / f"{name}.json"
-    if os.environ.get("LWGPU_UPDATE_GOLDEN"):
-        golden.parent.mkdir(parents=True, exist_ok=True)
-        golden.write_bytes(
-            orjson.dumps(body, option=orjson.OPT_INDENT_2 | orjson.OPT_APPEND_NEWLINE)
-        )
-    assert body == orjson.loads(golden.read_bytes())
 
 
 # golden name, expected status, raw request
@@ -123,7 +113,7 @@ def test_error_bodies_match_golden(server, name, code, request_bytes):
         response = read_response(sock)
     assert response.status == code
     assert response.getheader("Content-Type") == "application/json"
-    assert_golden(name, response.data)
+    check_golden_json(GOLDEN / "server" / f"{name}.json", response.data)
 
 
 def test_413_arrives_while_the_client_is_still_sending(server):
@@ -140,7 +130,7 @@ def test_413_arrives_while_the_client_is_still_sending(server):
     assert response.status == 413 and len(first_part) < declared
     # Announced before the body was read: the server closes rather than drain 28 MiB to keep it.
     assert response.getheader("Connection") == "close"
-    assert_golden("too-large-streaming", response.data)
+    check_golden_json(GOLDEN / "server" / "too-large-streaming.json", response.data)
 
 
 def test_the_connection_survives_a_400(server):

@@ -16,7 +16,10 @@ import jsonpatch
 import orjson
 import pytest
 
-from tests.support.server import REPO, admission_review, gpu_pod, serving, wait_for
+from tests.support.builders import admission_review, gpu_pod
+from tests.support.paths import REPO
+from tests.support.server import serving
+from tests.support.waiting import wait_for
 
 DEFAULT_POLICY = REPO / "policies" / "default.yaml"
 SEED_SELECTOR = {"aliyun.accelerator/nvidia_mem": "2048MiB"}

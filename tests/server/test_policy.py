@@ -6,13 +6,15 @@ hidden directory and swaps the ``..data`` symlink) and a file edited in place.
 
 from __future__ import annotations
 
-import os
 import time
 from pathlib import Path
 
 import pytest
 
-from tests.support.server import admission_review, gpu_pod, serving, wait_for
+from tests.fakes.kubelet import ConfigMapVolume
+from tests.support.builders import admission_review, gpu_pod
+from tests.support.server import serving
+from tests.support.waiting import wait_for
 from webhook.policy import load_policies
 from webhook.server.policy_store import PolicyStore
 
@@ -35,25 +37,6 @@ def policy_yaml(*profiles: tuple[str, int]) -> str:
 
 TWO_Q = policy_yaml(("GRID-P4-2Q", 2048), ("GRID-P4-4Q", 4096))
 FOUR_Q = policy_yaml(("GRID-P4-4Q", 4096))
-
-
-class ConfigMapVolume:
-    """A directory updated like kubelet updates a ConfigMap volume; ``path`` is what to serve."""
-
-    def __init__(self, root: Path, text: str):
-        self.root, self.version = root, 0
-        root.mkdir()
-        self.write(text)
-        os.symlink("..data/policy.yaml", root / "policy.yaml")
-        self.path = root
-
-    def write(self, text: str) -> None:
-        self.version += 1
-        data = self.root / f"..v{self.version}"
-        data.mkdir()
-        (data / "policy.yaml").write_text(text)
-        os.symlink(data.name, self.root / "..data_tmp")
-        os.rename(self.root / "..data_tmp", self.root / "..data")
 
 
 class EditedFile:

@@ -14,20 +14,23 @@ import socket
 import ssl
 import threading
 import time
-from pathlib import Path
 
 import orjson
 import pytest
 from cryptography import x509
 from cryptography.hazmat.primitives.serialization import Encoding
 
+from tests.fakes.kubelet import install_kubelet_style
+from tests.support.builders import admission_review, gpu_pod
+from tests.support.certs import install_file_by_file
 from tests.support.https_client import SNI, Connection, client_context
-from tests.support.server import REPO, admission_review, gpu_pod, make_certs, serving, wait_for
+from tests.support.paths import REPO
+from tests.support.server import make_certs, serving
+from tests.support.waiting import wait_for
 from webhook.server.tls import CertificateReloader
 
 POLICY = REPO / "policies" / "default.yaml"
 REVIEW = admission_review(gpu_pod({"aliyun.com/gpu-mem": 2}), uid="tls-review")
-FILES = ("tls.crt", "tls.key", "ca.crt")
 
 
 @pytest.fixture(scope="module")
@@ -97,24 +100,6 @@ def test_plain_http_is_refused(server):
             while chunk := sock.recv(4096):
                 reply += chunk
     assert not reply.startswith(b"HTTP/")
-
-
-def install_kubelet_style(live: Path, source: Path, version: str) -> None:
-    """What kubelet's AtomicWriter does: a new hidden dir, then one rename of ``..data``."""
-    shutil.copytree(source, live / version)
-    os.symlink(version, live / "..data_tmp")
-    os.rename(live / "..data_tmp", live / "..data")
-    for name in FILES:
-        if not (live / name).is_symlink():
-            os.symlink(f"..data/{name}", live / name)
-
-
-def install_file_by_file(live: Path, source: Path, version: str) -> None:
-    """What ``certs generate`` does: key first, then certificate, each via rename."""
-    live.mkdir(exist_ok=True)
-    for name in ("ca.crt", "tls.key", "tls.crt"):
-        shutil.copy(source / name, live / f".{name}.{version}")
-        os.replace(live / f".{name}.{version}", live / name)
 
 
 class ReviewLoop(threading.Thread):

@@ -15,34 +15,17 @@ import socket
 import ssl
 import subprocess
 import sys
-import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TypeVar
 
 import orjson
 from prometheus_client.parser import text_string_to_metric_families
 
 import certs
 from tests.support.https_client import NAMESPACE, SERVICE, SNI, Connection, client_context
-
-REPO = Path(__file__).resolve().parents[2]
-T = TypeVar("T")
-
-
-def wait_for(
-    check: Callable[[], T], timeout: float = 10.0, interval: float = 0.05, what: str = ""
-) -> T:
-    """Poll ``check`` until it returns something truthy; fail after ``timeout`` seconds."""
-    deadline = time.monotonic() + timeout
-    while True:
-        value = check()
-        if value:
-            return value
-        if time.monotonic() > deadline:
-            raise TimeoutError(f"gave up after {timeout}s waiting for {what or check}")
-        time.sleep(interval)
+from tests.support.paths import REPO
+from tests.support.waiting import wait_for
 
 
 def free_port() -> int:
@@ -212,58 +195,3 @@ def serving(
         yield server
     finally:
         server.stop()
-
-
-def admission_review(
-    obj: dict,
-    *,
-    uid: str = "7f0b2a4e-0001-4c6b-9a55-3f1d2c9b8a01",
-    operation: str = "CREATE",
-    namespace: str = "team-a",
-    dry_run: bool = False,
-) -> dict:
-    """An ``admission.k8s.io/v1`` AdmissionReview as the apiserver sends it for ``obj``."""
-    group, _, version = obj["apiVersion"].rpartition("/")
-    plural = obj["kind"].lower() + "s"
-    return {
-        "apiVersion": "admission.k8s.io/v1",
-        "kind": "AdmissionReview",
-        "request": {
-            "uid": uid,
-            "kind": {"group": group, "version": version, "kind": obj["kind"]},
-            "resource": {"group": group, "version": version, "resource": plural},
-            "requestKind": {"group": group, "version": version, "kind": obj["kind"]},
-            "name": obj["metadata"].get("name", ""),
-            "namespace": namespace,
-            "operation": operation,
-            "userInfo": {"username": "alice", "groups": ["system:authenticated"]},
-            "object": obj,
-            "oldObject": None,
-            "dryRun": dry_run,
-            "options": {"apiVersion": "meta.k8s.io/v1", "kind": "CreateOptions"},
-        },
-    }
-
-
-def gpu_pod(
-    limits: dict,
-    *,
-    name: str = "trainer",
-    generate_name: str | None = None,
-    node_selector: dict | None = None,
-) -> dict:
-    """A one-container Pod with ``limits``; ``generate_name`` replaces ``name`` if given."""
-    metadata = {"generateName": generate_name} if generate_name else {"name": name}
-    spec: dict = {
-        "containers": [
-            {
-                "name": "cuda",
-                "image": "nvidia/cuda:12.4.1-base-ubuntu22.04",
-                "env": [{"name": "API_TOKEN", "value": "s3cr3t"}],
-                "resources": {"limits": limits},
-            }
-        ]
-    }
-    if node_selector:
-        spec["nodeSelector"] = node_selector
-    return {"apiVersion": "v1", "kind": "Pod", "metadata": metadata, "spec": spec}

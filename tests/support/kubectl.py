@@ -1,0 +1,42 @@
+"""The real `kubectl`, where it is installed: a skip mark for tests that need it, and its
+local JSON Patch engine (`kubectl patch --local --type json`, Kubernetes' own), which shows
+that a webhook's patch applies as the apiserver would apply it.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+
+import pytest
+
+KUBECTL = shutil.which("kubectl")
+requires_kubectl = pytest.mark.skipif(KUBECTL is None, reason="kubectl is not installed")
+
+
+def kubectl_patch(tmp_path, obj: dict, ops: list[dict]) -> dict:
+    """`obj` patched by kubectl's local JSON Patch engine."""
+    source = tmp_path / "object.json"
+    source.write_text(json.dumps(obj), encoding="utf-8")
+    done = subprocess.run(
+        [
+            KUBECTL,
+            "patch",
+            "--local",
+            "--type",
+            "json",
+            "-f",
+            str(source),
+            "-p",
+            json.dumps(ops),
+            "-o",
+            "json",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    return json.loads(done.stdout)

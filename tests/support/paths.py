@@ -1,0 +1,17 @@
+"""Where the suite finds its files: the repository, the real manifests of `../shared/corpus/`,
+the examples, the golden files, the test data and the shipped policy. Tests and helpers take
+their paths from here rather than from their own location, so that moving a test file moves
+nothing it reads.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[2]
+CORPUS = REPO.parent / "shared" / "corpus"
+EXAMPLES = REPO / "examples"
+DEPLOY = REPO / "deploy"
+GOLDEN = REPO / "tests" / "golden"
+DATA = REPO / "tests" / "data"
+SHIPPED_POLICY = REPO / "policies" / "default.yaml"
