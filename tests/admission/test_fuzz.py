@@ -28,9 +28,7 @@ from tests.reliability.load import connect
 from tests.reliability.mutate import FUZZ, corrupted, mutated, nest, print_counts
 from tests.support.builders import admission_review, container, pod, workload
 from tests.support.https_client import Connection
-from tests.support.paths import REPO
 from tests.support.policies import default_policies
-from tests.support.server import serving
 from webhook.admission import review
 
 SELECTOR = {"aliyun.accelerator/nvidia_mem": "2048MiB"}
@@ -87,14 +85,6 @@ def test_mutated_reviews_in_process(capsys):
         counts.keys() == {"400", "skipped", "allowed", "mutated", "denied"}
         and sum(counts.values()) >= 2000
     )
-
-
-@pytest.fixture(scope="module")
-def server(tmp_path_factory):
-    with serving(
-        tmp_path_factory.mktemp("fuzz"), REPO / "policies" / "default.yaml", workers=2, threads=4
-    ) as running:
-        yield running
 
 
 def _connect(server) -> Connection:

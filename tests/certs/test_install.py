@@ -43,12 +43,12 @@ def webhook_config(kind: str, name: str, hooks: int = 2) -> dict:
 
 
 @pytest.fixture
-def api():
-    with KubeAPIDouble() as double:
-        double.seed(webhook_config(MUTATING, "lwgpu"))
-        double.seed(webhook_config(VALIDATING, "lwgpu"))
-        double.seed(webhook_config(VALIDATING, "lwgpu-final", hooks=1))
-        yield double
+def api(kube):
+    """The API double with the webhook configurations whose caBundles the installer patches."""
+    kube.seed(webhook_config(MUTATING, "lwgpu"))
+    kube.seed(webhook_config(VALIDATING, "lwgpu"))
+    kube.seed(webhook_config(VALIDATING, "lwgpu-final", hooks=1))
+    return kube
 
 
 def secret_set(api: KubeAPIDouble) -> CertSet:

@@ -8,7 +8,6 @@ import urllib3
 from kubernetes import client, watch
 from kubernetes.client.exceptions import ApiException
 
-from tests.fakes.kubeapi import KubeAPIDouble
 from tests.support.builders import node
 
 ADM = "admissionregistration.k8s.io/v1"
@@ -18,13 +17,6 @@ WEBHOOK = {
     "sideEffects": "None",
     "clientConfig": {"service": {"name": "lwgpu", "namespace": "lwgpu"}},
 }
-
-
-@pytest.fixture(name="kube")
-def fixture_kube():
-    """A running double."""
-    with KubeAPIDouble() as double:
-        yield double
 
 
 def core(kube):

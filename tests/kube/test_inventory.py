@@ -7,7 +7,6 @@ import time
 import pytest
 from kubernetes import client
 
-from tests.fakes.kubeapi import KubeAPIDouble
 from tests.support.builders import MEM, NAME, gpu_node
 from tests.support.waiting import wait_for
 from webhook.core.placement import best_fit
@@ -46,13 +45,6 @@ def test_profiles_from_labels(labels, expected):
     found = profiles_from_labels(labels)
     assert summary(found) == expected
     assert all(isinstance(p, Profile) for p in found)
-
-
-@pytest.fixture(name="kube")
-def fixture_kube():
-    """The API double."""
-    with KubeAPIDouble() as double:
-        yield double
 
 
 @pytest.fixture(name="start")

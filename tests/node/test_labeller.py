@@ -15,7 +15,6 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from tests.fakes.kubeapi import KubeAPIDouble
 from tests.fakes.nvml import FakeNVML
 from tests.support.builders import gpu_node
 from tests.support.waiting import wait_for
@@ -42,15 +41,14 @@ SEED_LABELS = expect("1", "2048MiB", "GRID-P4-2Q")
 LABEL_VALUE = re.compile(r"^(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?$")
 
 
-@pytest.fixture(name="kube")
-def fixture_kube(tmp_path, monkeypatch):
+@pytest.fixture
+def kube(kube, tmp_path, monkeypatch):
     """The API double with a GPU node, reached through kubeconfig as the CLI would."""
-    with KubeAPIDouble() as double:
-        double.seed(gpu_node("gpu-1"))
-        monkeypatch.delenv("KUBERNETES_SERVICE_HOST", raising=False)
-        monkeypatch.setenv("KUBECONFIG", double.write_kubeconfig(tmp_path / "kubeconfig"))
-        monkeypatch.setenv("NODE_NAME", "gpu-1")
-        yield double
+    kube.seed(gpu_node("gpu-1"))
+    monkeypatch.delenv("KUBERNETES_SERVICE_HOST", raising=False)
+    monkeypatch.setenv("KUBECONFIG", kube.write_kubeconfig(tmp_path / "kubeconfig"))
+    monkeypatch.setenv("NODE_NAME", "gpu-1")
+    return kube
 
 
 def labels_of(kube, name="gpu-1"):

@@ -69,13 +69,11 @@ def clients(tmp_path_factory):
 
 
 @pytest.fixture(scope="module")
-def server(tmp_path_factory, clients):
-    """A server trusting a copy of the "trusted" client CA."""
-    workdir = tmp_path_factory.mktemp("client-ca")
-    bundle = workdir / "client-ca.crt"
+def server_options(tmp_path_factory, clients):
+    """The module's server trusts a copy of the "trusted" client CA."""
+    bundle = tmp_path_factory.mktemp("client-ca") / "client-ca.crt"
     bundle.write_bytes(clients["trusted"][0].read_bytes())
-    with serving(workdir, POLICY, extra_args=("--client-ca", str(bundle))) as running:
-        yield running
+    return {"extra_args": ("--client-ca", str(bundle))}
 
 
 def call(server, path: str, cert: tuple[Path, Path] | None) -> tuple[int, bytes]:

@@ -17,7 +17,6 @@ import orjson
 import pytest
 
 from tests.fakes.inventory import FakeInventory
-from tests.fakes.kubeapi import KubeAPIDouble
 from tests.support.builders import MEM, admission_review, gpu_node, gpu_pod
 from tests.support.paths import REPO
 from tests.support.server import free_port, serving
@@ -68,25 +67,24 @@ def gauges(server) -> tuple[float, float]:
     return samples[(AGE, frozenset())], samples[(CLASSES, frozenset())]
 
 
-def test_classes_follow_the_nodes_and_survive_an_outage(tmp_path, policy):
-    with KubeAPIDouble() as kube:
-        kube.seed(gpu_node("p4-2q", "2048MiB", "GRID-P4-2Q"))
-        kube.seed(gpu_node("tesla-p4", "7611MiB", "Tesla-P4"))
-        config = kube.write_kubeconfig(tmp_path / "kubeconfig")
-        with serving(tmp_path, policy, env={"KUBECONFIG": config}) as server:
-            wait_for(lambda: selectors(server) == {"7611MiB"}, what="the discovered 7611MiB")
-            wait_for(lambda: gauges(server)[1] == 2, what="two classes in /metrics")
-            assert math.isfinite(gauges(server)[0])
+def test_classes_follow_the_nodes_and_survive_an_outage(tmp_path, policy, kube):
+    kube.seed(gpu_node("p4-2q", "2048MiB", "GRID-P4-2Q"))
+    kube.seed(gpu_node("tesla-p4", "7611MiB", "Tesla-P4"))
+    config = kube.write_kubeconfig(tmp_path / "kubeconfig")
+    with serving(tmp_path, policy, env={"KUBECONFIG": config}) as server:
+        wait_for(lambda: selectors(server) == {"7611MiB"}, what="the discovered 7611MiB")
+        wait_for(lambda: gauges(server)[1] == 2, what="two classes in /metrics")
+        assert math.isfinite(gauges(server)[0])
 
-            kube.delete("v1", "Node", "tesla-p4")
-            wait_for(lambda: selectors(server) == {"8192MiB"}, what="the static 8192MiB again")
-            wait_for(lambda: gauges(server)[1] == 1, what="one class in /metrics")
+        kube.delete("v1", "Node", "tesla-p4")
+        wait_for(lambda: selectors(server) == {"8192MiB"}, what="the static 8192MiB again")
+        wait_for(lambda: gauges(server)[1] == 1, what="one class in /metrics")
 
-            kube.set_down(True)
-            # Answered from the last snapshot, without waiting on the API server.
-            assert selectors(server) == {"8192MiB"}
-            assert server.get("/readyz")[0] == 200
-            assert AGE in {name for name, _ in server.metrics()}
+        kube.set_down(True)
+        # Answered from the last snapshot, without waiting on the API server.
+        assert selectors(server) == {"8192MiB"}
+        assert server.get("/readyz")[0] == 200
+        assert AGE in {name for name, _ in server.metrics()}
 
 
 @pytest.mark.parametrize("discovering", [True, False], ids=["discovering", "static"])

@@ -15,17 +15,10 @@ import pytest
 from tests.support.builders import admission_review, gpu_pod
 from tests.support.golden import check_golden_json
 from tests.support.https_client import JSON, raw_request, read_response
-from tests.support.paths import GOLDEN, REPO
-from tests.support.server import serving
+from tests.support.paths import GOLDEN
 from webhook.server.app import MAX_BODY_BYTES, create_app
 
 REVIEW = orjson.dumps(admission_review(gpu_pod({"aliyun.com/gpu-mem": 2}), uid="edge-uid"))
-
-
-@pytest.fixture(scope="module")
-def server(tmp_path_factory):
-    with serving(tmp_path_factory.mktemp("edges"), REPO / "policies" / "default.yaml") as running:
-        yield running
 
 
 def chunked(data: bytes, size: int = 1 << 20) -> bytes:

@@ -18,7 +18,6 @@ import pytest
 
 from tests.support.builders import admission_review, gpu_pod
 from tests.support.paths import REPO
-from tests.support.server import serving
 from tests.support.waiting import wait_for
 
 DEFAULT_POLICY = REPO / "policies" / "default.yaml"
@@ -36,12 +35,6 @@ LOG_FIELDS = {
     "dry_run",
     "duration_ms",
 }
-
-
-@pytest.fixture(scope="module")
-def server(tmp_path_factory):
-    with serving(tmp_path_factory.mktemp("http"), DEFAULT_POLICY) as running:
-        yield running
 
 
 # endpoint, limits, nodeSelector, allowed, decision, limits after the patch (None: no patch)

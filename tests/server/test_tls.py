@@ -41,9 +41,9 @@ def cert_sets(tmp_path_factory):
 
 
 @pytest.fixture(scope="module")
-def server(tmp_path_factory, cert_sets):
-    with serving(tmp_path_factory.mktemp("tls"), POLICY, cert_sets[0]) as running:
-        yield running
+def server_options(cert_sets):
+    """The module's server presents certificate set A."""
+    return {"tls_dir": cert_sets[0]}
 
 
 def peer_der(sock: ssl.SSLSocket) -> bytes:
