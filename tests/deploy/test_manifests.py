@@ -1,5 +1,7 @@
 """The install in deploy/: rendered with the real `kubectl kustomize`, validated against the
-Kubernetes schemas (kubernetes-validate, strict) and checked for what SPEC §8 asks of it.
+Kubernetes schemas (kubernetes-validate, strict) and checked for what SPEC §8 asks of it: the
+objects of each target, RBAC, the policy ConfigMap, certificates and the webhook configurations
+(their workloads are checked in test_workloads.py).
 
 Tests that render skip cleanly where kubectl is missing. cert-manager's Issuer and Certificate
 are custom resources with no schema in kubernetes-validate: those are checked field by field.
@@ -14,8 +16,8 @@ from tests.support.deploy import (
     BASE,
     CERT_MANAGER,
     NS,
-    SERVE_ARGS,
     WEBHOOKS,
+    WORKLOADS,
     find,
     only_container,
     pod_template,
@@ -24,7 +26,6 @@ from tests.support.deploy import (
 from tests.support.kubectl import requires_kubectl
 from tests.support.paths import DEPLOY, REPO
 
-IMAGE = "ghcr.io/lwgpu/lwgpu:0.1.0"
 # matchConditions became GA in 1.30: the oldest version the install supports, and the newest.
 K8S_VERSIONS = ("1.30.0", kubernetes_validate.latest_version())
 CRD_GROUP = "cert-manager.io/"
@@ -82,12 +83,6 @@ CERT_MANAGER_OBJECTS = {
     ("Issuer", "lwgpu-ca"),
     ("Certificate", "lwgpu-webhook"),
 }
-WORKLOADS = [
-    ("Deployment", "lwgpu-webhook"),
-    ("DaemonSet", "lwgpu-labeller"),
-    ("Job", "lwgpu-certs"),
-    ("CronJob", "lwgpu-certs-rotate"),
-]
 NODES = {"apiGroups": [""], "resources": ["nodes"]}
 ROLE_RULES = {
     ("ClusterRole", "lwgpu-webhook"): [{**NODES, "verbs": ["get", "list", "watch"]}],
@@ -110,6 +105,28 @@ ROLE_RULES = {
         }
     ],
 }
+
+WEBHOOK_RULES = [
+    {"apiGroups": [""], "apiVersions": ["v1"], "resources": ["pods"], "operations": ["CREATE"]},
+    {
+        "apiGroups": [""],
+        "apiVersions": ["v1"],
+        "resources": ["replicationcontrollers"],
+        "operations": ["CREATE", "UPDATE"],
+    },
+    {
+        "apiGroups": ["apps"],
+        "apiVersions": ["v1"],
+        "operations": ["CREATE", "UPDATE"],
+        "resources": ["deployments", "statefulsets", "daemonsets", "replicasets"],
+    },
+    {
+        "apiGroups": ["batch"],
+        "apiVersions": ["v1"],
+        "resources": ["jobs", "cronjobs"],
+        "operations": ["CREATE", "UPDATE"],
+    },
+]
 
 
 @requires_kubectl
@@ -156,128 +173,6 @@ def test_namespace_enforces_pod_security_restricted():
     assert labels["pod-security.kubernetes.io/enforce"] == "restricted"
 
 
-POD_CHECKS = [  # (what, value read from the pod spec, expected)
-    ("runAsNonRoot", lambda pod: pod["securityContext"]["runAsNonRoot"], True),
-    ("non-root uid", lambda pod: pod["securityContext"]["runAsUser"] > 0, True),
-    ("seccomp", lambda pod: pod["securityContext"]["seccompProfile"]["type"], "RuntimeDefault"),
-    (
-        "no host namespaces",
-        lambda pod: [k for k in ("hostNetwork", "hostPID", "hostIPC") if pod.get(k)],
-        [],
-    ),
-    ("no hostPath", lambda pod: [v for v in pod.get("volumes", []) if "hostPath" in v], []),
-]
-CONTAINER_CHECKS = [  # (what, value read from every container, expected)
-    ("no privilege escalation", lambda c: c["securityContext"]["allowPrivilegeEscalation"], False),
-    ("drop ALL", lambda c: c["securityContext"]["capabilities"], {"drop": ["ALL"]}),
-    ("read-only root", lambda c: c["securityContext"]["readOnlyRootFilesystem"], True),
-    ("not privileged", lambda c: c["securityContext"].get("privileged", False), False),
-    ("no hostPort", lambda c: [p for p in c.get("ports", []) if "hostPort" in p], []),
-    ("requests", lambda c: sorted(c["resources"]["requests"]), ["cpu", "memory"]),
-    ("limits", lambda c: sorted(c["resources"]["limits"]), ["cpu", "memory"]),
-    ("image", lambda c: c["image"], IMAGE),
-]
-
-
-@requires_kubectl
-@pytest.mark.parametrize("what, read, expected", POD_CHECKS, ids=[c[0] for c in POD_CHECKS])
-@pytest.mark.parametrize("kind, name", WORKLOADS)
-def test_every_pod_meets_pod_security_restricted(kind, name, what, read, expected):
-    assert read(pod_template(find(kind, name))["spec"]) == expected
-
-
-@requires_kubectl
-@pytest.mark.parametrize(
-    "what, read, expected", CONTAINER_CHECKS, ids=[c[0] for c in CONTAINER_CHECKS]
-)
-@pytest.mark.parametrize("kind, name", WORKLOADS)
-def test_every_container_is_locked_down_and_sized(kind, name, what, read, expected):
-    assert read(only_container(kind, name)) == expected
-
-
-DEPLOYMENT_CHECKS = [  # (what, value read from the Deployment and its container, expected)
-    ("replicas", lambda d, c: d["spec"]["replicas"] >= 2, True),
-    (
-        "rollout keeps capacity",
-        lambda d, c: d["spec"]["strategy"]["rollingUpdate"]["maxUnavailable"],
-        0,
-    ),
-    (
-        "anti-affinity",
-        lambda d, c: [
-            (
-                t["podAffinityTerm"]["topologyKey"],
-                t["podAffinityTerm"]["labelSelector"]["matchLabels"],
-            )
-            for t in d["spec"]["template"]["spec"]["affinity"]["podAntiAffinity"][
-                "preferredDuringSchedulingIgnoredDuringExecution"
-            ]
-        ],
-        [("kubernetes.io/hostname", {"app.kubernetes.io/name": "lwgpu-webhook"})],
-    ),
-    ("command", lambda d, c: (c["command"], c["args"]), (["python", "-m", "webhook"], SERVE_ARGS)),
-    (
-        "port",
-        lambda d, c: c["ports"],
-        [{"name": "https", "containerPort": 8443, "protocol": "TCP"}],
-    ),
-    (
-        "readiness",
-        lambda d, c: c["readinessProbe"]["httpGet"],
-        {"scheme": "HTTPS", "path": "/readyz", "port": "https"},
-    ),
-    (
-        "liveness",
-        lambda d, c: c["livenessProbe"]["httpGet"],
-        {"scheme": "HTTPS", "path": "/healthz", "port": "https"},
-    ),
-    (
-        "mounts",
-        lambda d, c: c["volumeMounts"],
-        [  # whole directories: no subPath
-            {"name": "tls", "mountPath": "/etc/lwgpu/tls", "readOnly": True},
-            {"name": "policies", "mountPath": "/etc/lwgpu/policies", "readOnly": True},
-            {"name": "tmp", "mountPath": "/tmp"},
-        ],
-    ),
-    (
-        "volumes",
-        lambda d, c: d["spec"]["template"]["spec"]["volumes"],
-        [
-            {"name": "tls", "secret": {"secretName": "lwgpu-webhook-tls", "defaultMode": 0o440}},
-            {"name": "policies", "configMap": {"name": "lwgpu-policies"}},
-            {"name": "tmp", "emptyDir": {"medium": "Memory", "sizeLimit": "64Mi"}},
-        ],
-    ),
-]
-
-
-@requires_kubectl
-@pytest.mark.parametrize(
-    "what, read, expected", DEPLOYMENT_CHECKS, ids=[c[0] for c in DEPLOYMENT_CHECKS]
-)
-def test_webhook_deployment(what, read, expected):
-    deployment = find("Deployment", "lwgpu-webhook")
-    assert read(deployment, only_container("Deployment", "lwgpu-webhook")) == expected
-
-
-@requires_kubectl
-def test_disruption_budget_and_service_select_the_webhook_pods():
-    deployment = find("Deployment", "lwgpu-webhook")
-    pod_labels = deployment["spec"]["template"]["metadata"]["labels"]
-    pdb, service = find("PodDisruptionBudget", "lwgpu-webhook"), find("Service", "lwgpu-webhook")
-    assert pdb["spec"]["selector"]["matchLabels"].items() <= pod_labels.items()
-    assert 1 <= pdb["spec"]["minAvailable"] < deployment["spec"]["replicas"]
-    assert service["spec"]["selector"].items() <= pod_labels.items()
-    [port] = service["spec"]["ports"]
-    [container_port] = [
-        p
-        for p in only_container("Deployment", "lwgpu-webhook")["ports"]
-        if p["name"] == port["targetPort"]
-    ]
-    assert (port["port"], container_port["containerPort"]) == (443, 8443)
-
-
 @requires_kubectl
 def test_policy_configmap_carries_the_shipped_policy_unhashed():
     configmap = find("ConfigMap", "lwgpu-policies")
@@ -322,55 +217,6 @@ def test_each_workload_runs_as_its_own_bound_service_account(kind, name):
     assert any(role[1] == account for role in ROLE_RULES)
 
 
-LABELLER_CHECKS = [  # (what, value read from the labeller DaemonSet, expected)
-    (
-        "args",
-        lambda c, pod: (c["command"], c["args"]),
-        (["python", "-m", "webhook"], ["label-node", "--interval", "300"]),
-    ),
-    (
-        "NODE_NAME",
-        lambda c, pod: [e["valueFrom"] for e in c["env"] if e["name"] == "NODE_NAME"],
-        [{"fieldRef": {"fieldPath": "spec.nodeName"}}],
-    ),
-    (
-        "takes no GPU",
-        lambda c, pod: [
-            r for r in {**c["resources"]["requests"], **c["resources"]["limits"]} if "gpu" in r
-        ],
-        [],
-    ),
-    (
-        "GPU nodes only",
-        lambda c, pod: [
-            t["matchExpressions"][0]["key"]
-            for t in pod["affinity"]["nodeAffinity"][
-                "requiredDuringSchedulingIgnoredDuringExecution"
-            ]["nodeSelectorTerms"]
-        ],
-        [
-            "aliyun.accelerator/nvidia_count",
-            "nvidia.com/gpu.present",
-            "feature.node.kubernetes.io/pci-10de.present",
-        ],
-    ),
-    (
-        "tolerates GPU taint",
-        lambda c, pod: [t["key"] for t in pod["tolerations"]],
-        ["nvidia.com/gpu"],
-    ),
-]
-
-
-@requires_kubectl
-@pytest.mark.parametrize(
-    "what, read, expected", LABELLER_CHECKS, ids=[c[0] for c in LABELLER_CHECKS]
-)
-def test_labeller_daemonset(what, read, expected):
-    pod = pod_template(find("DaemonSet", "lwgpu-labeller"))["spec"]
-    assert read(only_container("DaemonSet", "lwgpu-labeller"), pod) == expected
-
-
 @requires_kubectl
 def test_rotation_cronjob_runs_the_install_job_pod():
     job, cronjob = find("Job", "lwgpu-certs"), find("CronJob", "lwgpu-certs-rotate")
@@ -394,3 +240,35 @@ def test_cert_manager_chain_issues_the_mounted_secret_and_injects_its_ca():
     for kind, name, _, _ in WEBHOOKS:
         annotations = find(kind, name, CERT_MANAGER)["metadata"]["annotations"]
         assert annotations == {"cert-manager.io/inject-ca-from": f"{NS}/lwgpu-webhook"}
+
+
+@requires_kubectl
+@pytest.mark.parametrize("kind, name, path, failure_policy", WEBHOOKS)
+def test_webhook_configuration(kind, name, path, failure_policy):
+    [webhook] = find(kind, name)["webhooks"]
+    assert webhook["clientConfig"] == {
+        "service": {"name": "lwgpu-webhook", "namespace": NS, "path": path, "port": 443}
+    }
+    assert (webhook["sideEffects"], webhook["admissionReviewVersions"]) == ("None", ["v1"])
+    assert webhook["timeoutSeconds"] <= 10
+    assert webhook["failurePolicy"] == failure_policy
+    reinvocation = "IfNeeded" if kind.startswith("Mutating") else None
+    assert webhook.get("reinvocationPolicy") == reinvocation
+    assert [{**r, "scope": "Namespaced"} for r in WEBHOOK_RULES] == webhook["rules"]
+    assert webhook["namespaceSelector"] == {
+        "matchExpressions": [
+            {
+                "key": "kubernetes.io/metadata.name",
+                "operator": "NotIn",
+                "values": ["kube-system", NS],
+            }
+        ]
+    }
+    assert [c["name"] for c in webhook["matchConditions"]] == ["mentions-gpu"]
+
+
+@requires_kubectl
+@pytest.mark.parametrize("key", ["matchConditions", "namespaceSelector", "rules"])
+def test_both_webhooks_send_the_same_objects(key):
+    [mutate], [validate] = (find(kind, name)["webhooks"] for kind, name, _, _ in WEBHOOKS)
+    assert mutate[key] == validate[key]

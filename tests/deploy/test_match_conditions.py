@@ -1,5 +1,5 @@
-"""Which requests reach the webhook: the rules, namespaceSelector and CEL matchConditions of the
-webhook configurations that `kubectl kustomize deploy/` renders.
+"""Which requests reach the webhook: the CEL matchConditions of the webhook configurations that
+`kubectl kustomize deploy/` renders (their rules and namespaceSelector: test_manifests.py).
 
 matchConditions run in cel-python, a real CEL implementation, bound as kube-apiserver binds
 them: `object`, `oldObject` (null on CREATE) and `request`. The apiserver decodes built-in kinds
@@ -19,66 +19,13 @@ from hypothesis import strategies as st
 
 from tests.fakes.apiserver_cel import as_apiserver_sees, program
 from tests.support.builders import WORKLOAD_KINDS, container, pod, workload
-from tests.support.deploy import NS, WEBHOOKS, find
+from tests.support.deploy import WEBHOOKS, find
 from tests.support.kubectl import requires_kubectl
 from tests.support.paths import CORPUS, REPO
 from webhook.core.decision import decide
 from webhook.policy import load_policies
 
 POLICY = load_policies(REPO / "policies/default.yaml").for_namespace("default")
-WEBHOOK_RULES = [
-    {"apiGroups": [""], "apiVersions": ["v1"], "resources": ["pods"], "operations": ["CREATE"]},
-    {
-        "apiGroups": [""],
-        "apiVersions": ["v1"],
-        "resources": ["replicationcontrollers"],
-        "operations": ["CREATE", "UPDATE"],
-    },
-    {
-        "apiGroups": ["apps"],
-        "apiVersions": ["v1"],
-        "operations": ["CREATE", "UPDATE"],
-        "resources": ["deployments", "statefulsets", "daemonsets", "replicasets"],
-    },
-    {
-        "apiGroups": ["batch"],
-        "apiVersions": ["v1"],
-        "resources": ["jobs", "cronjobs"],
-        "operations": ["CREATE", "UPDATE"],
-    },
-]
-
-
-@requires_kubectl
-@pytest.mark.parametrize("kind, name, path, failure_policy", WEBHOOKS)
-def test_webhook_configuration(kind, name, path, failure_policy):
-    [webhook] = find(kind, name)["webhooks"]
-    assert webhook["clientConfig"] == {
-        "service": {"name": "lwgpu-webhook", "namespace": NS, "path": path, "port": 443}
-    }
-    assert (webhook["sideEffects"], webhook["admissionReviewVersions"]) == ("None", ["v1"])
-    assert webhook["timeoutSeconds"] <= 10
-    assert webhook["failurePolicy"] == failure_policy
-    reinvocation = "IfNeeded" if kind.startswith("Mutating") else None
-    assert webhook.get("reinvocationPolicy") == reinvocation
-    assert [{**r, "scope": "Namespaced"} for r in WEBHOOK_RULES] == webhook["rules"]
-    assert webhook["namespaceSelector"] == {
-        "matchExpressions": [
-            {
-                "key": "kubernetes.io/metadata.name",
-                "operator": "NotIn",
-                "values": ["kube-system", NS],
-            }
-        ]
-    }
-    assert [c["name"] for c in webhook["matchConditions"]] == ["mentions-gpu"]
-
-
-@requires_kubectl
-@pytest.mark.parametrize("key", ["matchConditions", "namespaceSelector", "rules"])
-def test_both_webhooks_send_the_same_objects(key):
-    [mutate], [validate] = (find(kind, name)["webhooks"] for kind, name, _, _ in WEBHOOKS)
-    assert mutate[key] == validate[key]
 
 
 def sent(obj: dict, *, operation: str = "CREATE", old: dict | None = None) -> bool:

@@ -122,6 +122,14 @@ class KubeAPIDouble:
         self._clients.append(api)
         return api
 
+    def core_v1(self) -> kubernetes.client.CoreV1Api:
+        """The real client's CoreV1Api on this double."""
+        return kubernetes.client.CoreV1Api(self.api_client())
+
+    def admissionregistration_v1(self) -> kubernetes.client.AdmissionregistrationV1Api:
+        """The real client's AdmissionregistrationV1Api on this double."""
+        return kubernetes.client.AdmissionregistrationV1Api(self.api_client())
+
     def write_kubeconfig(self, path) -> str:
         """Write a kubeconfig file that points at this double; returns its path."""
         config = {

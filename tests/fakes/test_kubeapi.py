@@ -1,11 +1,13 @@
-"""The Kubernetes API double answers the real `kubernetes` client exactly as an apiserver would."""
+"""The Kubernetes API double answers the real `kubernetes` client exactly as an apiserver would:
+CRUD, `kind: Status` errors, conflicts, the three PATCH types and selectors (watches and faults:
+test_kubeapi_watch.py).
+"""
 
 import json
-import threading
 
 import pytest
 import urllib3
-from kubernetes import client, watch
+from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 
 from tests.support.builders import node
@@ -17,16 +19,6 @@ WEBHOOK = {
     "sideEffects": "None",
     "clientConfig": {"service": {"name": "lwgpu", "namespace": "lwgpu"}},
 }
-
-
-def core(kube):
-    """CoreV1Api on the double."""
-    return client.CoreV1Api(kube.api_client())
-
-
-def adm(kube):
-    """AdmissionregistrationV1Api on the double."""
-    return client.AdmissionregistrationV1Api(kube.api_client())
 
 
 # (API class, method suffix, apiVersion, kind, namespace, body)
@@ -175,7 +167,7 @@ def test_wire_errors_are_status_objects(kube, method, path, content_type, body, 
 
 def test_generate_name_dry_run_and_all_namespaces(kube):
     """generateName gets a suffix; dryRun=All stores nothing; a list may span namespaces."""
-    api = core(kube)
+    api = kube.core_v1()
     made = api.create_namespaced_config_map("a", {"metadata": {"generateName": "policy-"}})
     assert made.metadata.name.startswith("policy-") and len(made.metadata.name) == 12
     api.create_namespaced_config_map("b", {"metadata": {"name": "dry"}}, dry_run="All")
@@ -189,7 +181,7 @@ def test_generate_name_dry_run_and_all_namespaces(kube):
 
 def test_stale_put_is_a_conflict_and_a_fresh_put_bumps_the_version(kube):
     """Optimistic concurrency: a PUT carrying an old resourceVersion answers 409 Conflict."""
-    api = core(kube)
+    api = kube.core_v1()
     first = api.create_namespaced_config_map("ns", {"metadata": {"name": "c"}, "data": {"k": "1"}})
     first.data = {"k": "2"}
     second = api.replace_namespaced_config_map("c", "ns", first)
@@ -224,7 +216,7 @@ def test_stale_put_is_a_conflict_and_a_fresh_put_bumps_the_version(kube):
 def test_patch_content_types(kube, content_type, patch, labels):
     """Each PATCH flavour reaches the double with its content type and applies its semantics."""
     kube.seed(node("n", a="1", b="2"))
-    patched = core(kube).patch_node("n", patch, _content_type=content_type)
+    patched = kube.core_v1().patch_node("n", patch, _content_type=content_type)
     assert patched.metadata.labels == labels
     assert kube.requests[-1].content_type == content_type
     assert json.loads(kube.requests[-1].body) == patch
@@ -240,7 +232,7 @@ def test_strategic_merge_patches_webhooks_by_name(kube):
             "webhooks": [WEBHOOK],
         }
     )
-    patched = adm(kube).patch_mutating_webhook_configuration(
+    patched = kube.admissionregistration_v1().patch_mutating_webhook_configuration(
         "lwgpu", {"webhooks": [{"name": WEBHOOK["name"], "clientConfig": {"caBundle": "Q0E="}}]}
     )
     assert patched.webhooks[0].client_config.ca_bundle == "Q0E="
@@ -251,7 +243,7 @@ def test_strategic_merge_patches_webhooks_by_name(kube):
 def test_noop_patch_keeps_the_resource_version(kube):
     """A patch that changes nothing writes nothing, as on the real apiserver."""
     rv = kube.seed(node("n", a="1"))["metadata"]["resourceVersion"]
-    patched = core(kube).patch_node(
+    patched = kube.core_v1().patch_node(
         "n", {"metadata": {"labels": {"a": "1"}}}, _content_type="application/merge-patch+json"
     )
     assert patched.metadata.resource_version == rv
@@ -273,117 +265,6 @@ def test_list_honours_label_selectors(kube, selector, names):
     """The label selector grammar the client sends filters LIST results."""
     for obj in (node("a", pool="gpu", mem="2048MiB"), node("b", pool="gpu"), node("c")):
         kube.seed(obj)
-    listed = core(kube).list_node(label_selector=selector)
+    listed = kube.core_v1().list_node(label_selector=selector)
     assert [n.metadata.name for n in listed.items] == names
     assert kube.requests[-1].query.get("labelSelector", "") == selector
-
-
-def events(kube, count, **kwargs):
-    """The first `count` events of a watch on nodes as (type, name) pairs."""
-    seen, w = [], watch.Watch()
-    for ev in w.stream(core(kube).list_node, timeout_seconds=5, **kwargs):
-        seen.append((ev["type"], ev["object"].metadata.name))
-        if len(seen) == count:
-            w.stop()
-    return seen
-
-
-def test_watch_resumes_after_a_resource_version(kube):
-    """Events after the given resourceVersion replay in order."""
-    start = core(kube).list_node().metadata.resource_version
-    kube.seed(node("a"))
-    kube.seed(node("a", pool="gpu"))
-    kube.delete("v1", "Node", "a")
-    assert events(kube, 3, resource_version=start) == [
-        ("ADDED", "a"),
-        ("MODIFIED", "a"),
-        ("DELETED", "a"),
-    ]
-    assert kube.requests[-1].query["watch"] == "true"
-
-
-def test_watch_ends_at_timeout_seconds(kube):
-    """The apiserver closes a quiet watch when timeoutSeconds runs out."""
-    stream = watch.Watch().stream(core(kube).list_node, resource_version="5", timeout_seconds=1)
-    assert list(stream) == []
-    assert kube.requests[-1].query["timeoutSeconds"] == "1"
-
-
-def test_watch_without_version_starts_with_the_current_state(kube):
-    """No resourceVersion: synthetic ADDED events for what exists now."""
-    kube.seed(node("a"))
-    kube.seed(node("b"))
-    assert events(kube, 2) == [("ADDED", "a"), ("ADDED", "b")]
-
-
-def test_watch_with_selector_sees_objects_enter_and_leave(kube):
-    """A label change out of the selector reads as DELETED, into it as ADDED."""
-    start = kube.seed(node("a"))["metadata"]["resourceVersion"]
-    kube.seed(node("a", pool="gpu"))
-    kube.seed(node("a"))
-    assert events(kube, 2, resource_version=start, label_selector="pool=gpu") == [
-        ("ADDED", "a"),
-        ("DELETED", "a"),
-    ]
-
-
-def test_live_watch_delivers_later_changes(kube):
-    """A change made while a watch is open arrives on it."""
-    start = core(kube).list_node().metadata.resource_version
-    seen, w = [], watch.Watch()
-
-    def consume():
-        for ev in w.stream(core(kube).list_node, resource_version=start, timeout_seconds=10):
-            seen.append(ev["object"].metadata.name)
-            w.stop()
-
-    thread = threading.Thread(target=consume)
-    thread.start()
-    kube.seed(node("late"))
-    thread.join(10)
-    assert seen == ["late"]
-
-
-def test_watch_from_a_compacted_version_is_410_gone(kube):
-    """A too-old resourceVersion is an ERROR event the client raises as 410."""
-    start = core(kube).list_node().metadata.resource_version
-    kube.seed(node("a"))
-    kube.compact()
-    with pytest.raises(ApiException) as err:
-        events(kube, 1, resource_version=start)
-    assert err.value.status == 410
-
-
-def test_injected_failures_answer_a_status_then_clear(kube):
-    """inject() fails exactly the next N matching requests."""
-    kube.seed(node("a"))
-    kube.inject("GET", r"^/api/v1/nodes/a$", 500, times=2)
-    for _ in range(2):
-        with pytest.raises(ApiException) as err:
-            core(kube).read_node("a")
-        assert (err.value.status, json.loads(err.value.body)["reason"]) == (500, "InternalError")
-    assert core(kube).read_node("a").metadata.name == "a"
-
-
-def test_outage_answers_503_cuts_watches_and_recovers(kube):
-    """set_down(True): requests fail with 503 and an open watch breaks; set_down(False) heals."""
-    start = core(kube).list_node().metadata.resource_version
-    errors, w = [], watch.Watch()
-
-    def consume():
-        try:
-            for _ in w.stream(core(kube).list_node, resource_version=start, timeout_seconds=10):
-                pass
-        except (ApiException, urllib3.exceptions.HTTPError) as err:
-            errors.append(err)
-
-    thread = threading.Thread(target=consume)
-    thread.start()
-    kube.set_down(True)
-    thread.join(10)
-    assert errors and not thread.is_alive()
-    with pytest.raises(ApiException) as err:
-        core(kube).list_node()
-    assert err.value.status == 503
-    kube.set_down(False)
-    assert core(kube).list_node().items == []

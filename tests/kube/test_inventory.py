@@ -5,7 +5,6 @@ import math
 import time
 
 import pytest
-from kubernetes import client
 
 from tests.support.builders import MEM, NAME, gpu_node
 from tests.support.waiting import wait_for
@@ -53,9 +52,7 @@ def fixture_start(kube):
     started = []
 
     def start():
-        inventory = NodeInventory(
-            client.CoreV1Api(kube.api_client()), backoff=(0.01, 0.04), watch_timeout_s=5
-        ).start()
+        inventory = NodeInventory(kube.core_v1(), backoff=(0.01, 0.04), watch_timeout_s=5).start()
         started.append(inventory)
         assert inventory.wait_synced(10)
         return inventory
@@ -161,5 +158,5 @@ def test_stop_ends_the_thread_with_a_watch_open(kube, start):
 
 def test_age_is_infinite_before_the_first_list(kube):
     """Never synced: the age says so (the metric shows +Inf)."""
-    inventory = NodeInventory(client.CoreV1Api(kube.api_client()))
+    inventory = NodeInventory(kube.core_v1())
     assert inventory.age_seconds() == math.inf and inventory.profiles() == ()

@@ -35,6 +35,11 @@ def container(
     }
 
 
+def gpu_mem(value: Any, name: str = "cuda", **extra: Any) -> dict:
+    """A container asking `aliyun.com/gpu-mem: value` (GiB, the gpushare way) in its limits."""
+    return container(name, limits={"aliyun.com/gpu-mem": value}, **extra)
+
+
 def pod(
     *containers: Any,
     init: tuple[dict, ...] = (),

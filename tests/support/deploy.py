@@ -2,8 +2,9 @@
 
 `render` gives the objects of a target (the base, "", or the cert-manager overlay), once per
 target; `find`, `pod_template` and `only_container` pick one object, its pod template or its
-single container. `SERVE_ARGS` (the webhook container's command line) and `WEBHOOKS` (the two
-webhook configurations) are what the manifest, image and matchConditions tests all check.
+single container. `SERVE_ARGS` (the webhook container's command line), `WORKLOADS` (what the
+install runs) and `WEBHOOKS` (its two webhook configurations) are what the manifest, workload,
+image and matchConditions tests all check.
 """
 
 from __future__ import annotations
@@ -32,6 +33,12 @@ SERVE_ARGS = [
     "2",
     "--threads",
     "8",
+]
+WORKLOADS = [  # (kind, name) of every workload the install runs
+    ("Deployment", "lwgpu-webhook"),
+    ("DaemonSet", "lwgpu-labeller"),
+    ("Job", "lwgpu-certs"),
+    ("CronJob", "lwgpu-certs-rotate"),
 ]
 WEBHOOKS = [  # (kind, name, path, failurePolicy)
     ("MutatingWebhookConfiguration", "lwgpu-mutate", "/mutate", "Fail"),
