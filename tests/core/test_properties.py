@@ -167,7 +167,12 @@ def test_admission_review_answers_every_well_formed_envelope(obj, operation, nam
     answer = result.response["response"]
     assert result.response["apiVersion"] == "admission.k8s.io/v1"
     assert answer["uid"] == "u-1"
-    expected = decide(obj, policies.for_namespace(namespace), operation=operation)
+    expected = decide(
+        obj,
+        policies.for_namespace(namespace),
+        operation=operation,
+        old=body["request"]["oldObject"],
+    )
     assert answer["allowed"] == expected.allowed
     if "patch" in answer:
         assert answer["patchType"] == "JSONPatch"

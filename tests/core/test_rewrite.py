@@ -79,7 +79,10 @@ def test_every_workload_kind_is_rewritten_at_its_template(kind):
     assert decision.outcome == "mutated" and decision.profile == "GRID-P4-4Q"
     prefix = "/" + "/".join(WORKLOADS[kind][1]) + "/"
     assert all(op["path"].startswith(prefix) for op in decision.patch)
-    assert decide(obj, DEFAULT, operation="UPDATE").outcome == "mutated"
+    # An UPDATE that changed the template (no oldObject to compare) is rewritten too, except a
+    # Job's: its template is immutable (pkg/apis/batch/validation, ValidateJobSpecUpdate).
+    updated = "skipped" if kind == "Job" else "mutated"
+    assert decide(obj, DEFAULT, operation="UPDATE").outcome == updated
 
 
 @pytest.mark.parametrize("kind", WORKLOADS)

@@ -36,10 +36,17 @@ _GO_WORDS = frozenset(
 _TIMESTAMP = re.compile(r"\d{4}-\d{1,2}-\d{1,2}([Tt ]|$)")
 
 
+def _hex_float(text: str) -> float:
+    """strconv.ParseFloat's hex form only (`0x1p-2`): `float.fromhex` also takes bare digits."""
+    if not re.match(r"[-+]?0[xX].*[pP]", text):
+        raise ValueError(text)
+    return float.fromhex(text)
+
+
 def _go_number(text: str) -> bool:
     """True when go-yaml reads `text` as an int or a float (strconv, base 0, `_` dropped)."""
     plain = text.replace("_", "")
-    for parse in (float, lambda s: int(s, 0), float.fromhex):
+    for parse in (float, lambda s: int(s, 0), _hex_float):
         try:
             parse(plain)
         except ValueError:
@@ -73,4 +80,4 @@ GoSafeDumper.add_representer(str, _represent_str)
 
 def dump_all(documents: Iterable[Any]) -> str:
     """The documents as a multi-document YAML stream, keys in the order they were given."""
-    return yaml.dump_all(documents, Dumper=GoSafeDumper, sort_keys=False, allow_unicode=True)
+    return yaml.dump_all(documents, Dumper=GoSafeDumper, sort_keys=False)
