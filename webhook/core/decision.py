@@ -105,70 +105,17 @@ def _decide_gpu_pod(
     prefix: str,
 ) -> Decision:
     asks = read_asks(spec, annotations, policy, prefix)
-    gpus = effective_gpus(asks)
     sized = [(a, a.memory_mib) for a in asks if a.memory_mib is not None]
-    memory_asks = [a for a, _ in sized]
-    own = own_choice(annotations, spec, policy.profiles)
-    pinned = constraints(spec, policy.profiles)
-    if not memory_asks:
-        pinned_classes = [p for p in policy.profiles if admits(pinned, p)]
-        if not pinned or not pinned_classes:
-            return Decision("allowed", obj, path, reason="asks whole GPUs, not a lightweight class")
-        _check_count(asks, gpus, policy, prefix)
-        return Decision(
-            "allowed",
-            obj,
-            path,
-            reason="already in lightweight form",
-            profile=pinned_classes[0].name if len(pinned_classes) == 1 else None,
-        )
-    _check_count(asks, gpus, policy, prefix)
-    if own is not None:
-        # The webhook's own earlier selector is no pin: a changed ask chooses again.
-        pinned = constraints(without_selector(spec, own), policy.profiles)
-    admitted = [p for p in policy.profiles if admits(pinned, p)] if pinned else policy.profiles
+    if not sized:
+        return _whole_gpus(obj, path, spec, asks, policy, prefix)
+    _check_count(asks, effective_gpus(asks), policy, prefix)
     biggest, memory = max(sized, key=lambda pair: pair[1])
-    if pinned and not admitted:
-        raise Refusal(
-            f"{prefix}spec: the pod selects {_pinned_text(spec, pinned)}, which is no "
-            f"lightweight GPU class of policy "
-            f"{policy.name!r} ({_classes(policy.profiles)}); remove that selector and the "
-            f"webhook will choose the class"
-        )
-    choice = best_fit(admitted if pinned else policy.profiles, memory)
+    own = own_choice(annotations, spec, policy.profiles)
+    choice = _choose(spec, own, policy, prefix, biggest, memory)
     if choice is None:
-        largest = policy.profiles[-1]
-        # Only a pinned pod can miss a class that holds it: the one it should pin instead.
-        instead = best_fit(policy.profiles, memory) if pinned else None
-        if instead is not None:
-            small = admitted[-1]
-            raise Refusal(
-                f"{prefix}spec.nodeSelector/affinity: the pod pins {small.name} "
-                f"({small.selector_text}, {small.memory_mib}Mi) but {biggest.where} asks "
-                f"{biggest.source} ({memory}Mi); remove the selector or pin "
-                f"{instead.name}"
-            )
-        if policy.when_no_profile_fits == "ignore":
-            return Decision(
-                "allowed",
-                obj,
-                path,
-                warnings=(
-                    shorten(
-                        f"lwgpu: {biggest.source} ({memory}Mi) fits no lightweight GPU; "
-                        "left unchanged",
-                        WARNING_LIMIT,
-                    ),
-                ),
-            )
-        raise Refusal(
-            f"{prefix}spec.{biggest.section}[{biggest.position}].resources: {biggest.where} asks "
-            f"{biggest.source} ({memory}Mi), more than the largest lightweight GPU "
-            f"{largest.name} ({largest.memory_mib}Mi) of policy {policy.name!r}; ask for at "
-            f"most {_at_most(biggest, largest, policy)}, or ask nvidia.com/gpu for a full GPU "
-            f"node instead"
-        )
-    edit = rewrite(obj, path, spec, memory_asks, choice, policy, replaced=own)
+        warning = f"lwgpu: {biggest.source} ({memory}Mi) fits no lightweight GPU; left unchanged"
+        return Decision("allowed", obj, path, warnings=(shorten(warning, WARNING_LIMIT),))
+    edit = rewrite(obj, path, spec, [a for a, _ in sized], choice, policy, replaced=own)
     if not edit.ops:
         return Decision("allowed", obj, path, profile=choice.name)
     node_name = spec.get("nodeName")
@@ -189,6 +136,77 @@ def _decide_gpu_pod(
         warnings=(shorten(f"lwgpu: {change}", WARNING_LIMIT),),
         profile=choice.name,
         patch=tuple(edit.ops),
+    )
+
+
+def _whole_gpus(
+    obj: KubeObject,
+    path: tuple[str, ...],
+    spec: KubeObject,
+    asks: list[Ask],
+    policy: Policy,
+    prefix: str,
+) -> Decision:
+    """A pod that asks no memory: already in lightweight form when it pins a class."""
+    pinned = constraints(spec, policy.profiles)
+    classes = [p for p in policy.profiles if admits(pinned, p)]
+    if not pinned or not classes:
+        return Decision("allowed", obj, path, reason="asks whole GPUs, not a lightweight class")
+    _check_count(asks, effective_gpus(asks), policy, prefix)
+    return Decision(
+        "allowed",
+        obj,
+        path,
+        reason="already in lightweight form",
+        profile=classes[0].name if len(classes) == 1 else None,
+    )
+
+
+def _choose(
+    spec: KubeObject,
+    own: Profile | None,
+    policy: Policy,
+    prefix: str,
+    biggest: Ask,
+    memory: int,
+) -> Profile | None:
+    """The smallest class that holds `memory` among those the pod still admits.
+
+    None when no class holds it and the policy leaves such pods alone; a `Refusal` when
+    the pod pins classes no policy offers or too small for its ask, or asks too much.
+    """
+    # The webhook's own earlier selector is no pin: a changed ask chooses again.
+    pinned = constraints(without_selector(spec, own) if own else spec, policy.profiles)
+    admitted = [p for p in policy.profiles if admits(pinned, p)] if pinned else policy.profiles
+    if pinned and not admitted:
+        raise Refusal(
+            f"{prefix}spec: the pod selects {_pinned_text(spec, pinned)}, which is no "
+            f"lightweight GPU class of policy "
+            f"{policy.name!r} ({_classes(policy.profiles)}); remove that selector and the "
+            f"webhook will choose the class"
+        )
+    choice = best_fit(admitted, memory)
+    if choice is not None:
+        return choice
+    # Only a pinned pod can miss a class that holds it: the one it should pin instead.
+    instead = best_fit(policy.profiles, memory) if pinned else None
+    if instead is not None:
+        small = admitted[-1]
+        raise Refusal(
+            f"{prefix}spec.nodeSelector/affinity: the pod pins {small.name} "
+            f"({small.selector_text}, {small.memory_mib}Mi) but {biggest.where} asks "
+            f"{biggest.source} ({memory}Mi); remove the selector or pin "
+            f"{instead.name}"
+        )
+    if policy.when_no_profile_fits == "ignore":
+        return None
+    largest = policy.profiles[-1]
+    raise Refusal(
+        f"{prefix}spec.{biggest.section}[{biggest.position}].resources: {biggest.where} asks "
+        f"{biggest.source} ({memory}Mi), more than the largest lightweight GPU "
+        f"{largest.name} ({largest.memory_mib}Mi) of policy {policy.name!r}; ask for at "
+        f"most {_at_most(biggest, largest, policy)}, or ask nvidia.com/gpu for a full GPU "
+        f"node instead"
     )
 
 
