@@ -14,12 +14,13 @@ from webhook.policy import Profile
 
 
 def summary(profiles):
-    """(name, MiB, selector) per profile, for comparisons."""
-    return [(p.name, p.memory_mib, dict(p.node_selector)) for p in profiles]
+    """(name, MiB, selector, node labels) per profile, for comparisons."""
+    return [(p.name, p.memory_mib, dict(p.node_selector), dict(p.node_labels)) for p in profiles]
 
 
-P4_2Q = ("GRID-P4-2Q", 2048, {MEM: "2048MiB"})
-TESLA_P4 = ("Tesla-P4", 7611, {MEM: "7611MiB"})
+# A class whose nodes agree on nvidia_name lists it, so a pod pinning the name is understood.
+P4_2Q = ("GRID-P4-2Q", 2048, {MEM: "2048MiB"}, {NAME: "GRID-P4-2Q"})
+TESLA_P4 = ("Tesla-P4", 7611, {MEM: "7611MiB"}, {NAME: "Tesla-P4"})
 
 
 @pytest.mark.parametrize(
@@ -31,9 +32,9 @@ TESLA_P4 = ("Tesla-P4", 7611, {MEM: "7611MiB"})
         ),
         (
             {"a": {MEM: "2048MiB", NAME: "GRID-P4-2Q"}, "b": {MEM: "2048MiB", NAME: "Other-2G"}},
-            [("2048MiB", 2048, {MEM: "2048MiB"})],
+            [("2048MiB", 2048, {MEM: "2048MiB"}, {})],
         ),
-        ({"a": {MEM: "4096MiB"}}, [("4096MiB", 4096, {MEM: "4096MiB"})]),
+        ({"a": {MEM: "4096MiB"}}, [("4096MiB", 4096, {MEM: "4096MiB"}, {})]),
         ({"a": {MEM: "4Gi", NAME: "x"}, "b": {MEM: "MiB"}, "c": {NAME: "y"}}, []),
         ({}, []),
     ],

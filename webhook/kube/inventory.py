@@ -29,8 +29,9 @@ _MIB = re.compile(r"^(\d+)MiB$")
 def profiles_from_labels(labels_by_node: dict[str, dict[str, str]]) -> tuple[Profile, ...]:
     """One Profile per distinct `nvidia_mem` value, ascending memory.
 
-    The class is named after the nodes' `nvidia_name` when they all agree, else after the
-    memory label value ("7611MiB"); its nodeSelector is the exact `nvidia_mem` label value.
+    The class is named after the nodes' `nvidia_name` when they all agree (and lists it in
+    its node labels, so a pod pinning that name is understood), else after the memory label
+    value ("7611MiB"); its nodeSelector is the exact `nvidia_mem` label value.
     Nodes whose `nvidia_mem` is not "<integer>MiB" are skipped.
     """
     names: dict[str, set[str]] = defaultdict(set)
@@ -40,14 +41,17 @@ def profiles_from_labels(labels_by_node: dict[str, dict[str, str]]) -> tuple[Pro
         if match := _MIB.match(mem):
             memory_mib[mem] = int(match[1])
             names[mem].add(labels.get(NAME_LABEL) or mem)
-    found = [
-        Profile(
-            name=next(iter(seen)) if len(seen) == 1 else mem,
-            memory_mib=memory_mib[mem],
-            node_selector=frozen_map({MEM_LABEL: mem}),
+    found = []
+    for mem, seen in names.items():
+        name = next(iter(seen)) if len(seen) == 1 else mem
+        found.append(
+            Profile(
+                name=name,
+                memory_mib=memory_mib[mem],
+                node_selector=frozen_map({MEM_LABEL: mem}),
+                node_labels=frozen_map({NAME_LABEL: name} if name != mem else {}),
+            )
         )
-        for mem, seen in names.items()
-    ]
     return tuple(sorted(found, key=lambda p: (p.memory_mib, p.name)))
 
 
