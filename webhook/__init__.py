@@ -6,7 +6,10 @@ function), `kube` (client code), then the shells `server`, `offline` and `node`,
 `cli`, the `python -m webhook` dispatcher.
 """
 
+from importlib import resources
 from pathlib import Path
 
 __version__ = "0.1.0"
-DEFAULT_POLICIES = Path(__file__).resolve().parent.parent / "policies" / "default.yaml"
+# The shipped policies are package data: `webhook/defaults` is a link to the checkout's
+# `policies/`, copied into the wheel, so the CLI finds them from any directory.
+DEFAULT_POLICIES = Path(str(resources.files(__name__).joinpath("defaults", "default.yaml")))

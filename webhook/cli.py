@@ -11,6 +11,8 @@ import importlib
 import sys
 from collections.abc import Callable
 
+from webhook import __version__
+
 COMMANDS = (
     "webhook.offline.review",
     "webhook.offline.policy_check",
@@ -19,20 +21,31 @@ COMMANDS = (
 )
 
 
-def build_parser() -> argparse.ArgumentParser:
+def build_parser(prog: str = "python -m webhook") -> argparse.ArgumentParser:
     """The full parser with every registered sub-command."""
     parser = argparse.ArgumentParser(
-        prog="python -m webhook", description="Admission webhook for lightweight GPU nodes."
+        prog=prog, description="Admission webhook for lightweight GPU nodes."
     )
+    parser.add_argument("--version", action="version", version=f"lwgpu {__version__}")
     subparsers = parser.add_subparsers(dest="command", required=True)
     for module in COMMANDS:
         importlib.import_module(module).register(subparsers)
     return parser
 
 
-def main(argv: list[str] | None = None) -> int:
+def main(argv: list[str] | None = None, prog: str = "python -m webhook") -> int:
     """Parse `argv` and run the chosen sub-command; return its exit code."""
-    args = build_parser().parse_args(sys.argv[1:] if argv is None else argv)
+    args = build_parser(prog).parse_args(sys.argv[1:] if argv is None else argv)
     # argparse gives `func` as Any; every `register` sets it to a `run`-style function.
     func: Callable[[argparse.Namespace], int] = args.func
     return func(args)
+
+
+def console() -> int:
+    """The `lwgpu` console script."""
+    return main(prog="lwgpu")
+
+
+def kubectl_plugin() -> int:
+    """`kubectl lwgpu ...`: kubectl runs `kubectl-lwgpu` from PATH with the remaining words."""
+    return main(prog="kubectl lwgpu")

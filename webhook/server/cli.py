@@ -15,7 +15,7 @@ from pathlib import Path
 
 from webhook import DEFAULT_POLICIES
 
-DEV_CERTS = Path(DEFAULT_POLICIES).parent.parent / ".dev-certs"
+DEV_CERTS = Path(".dev-certs")  # in the directory `serve` runs in (git-ignored in the checkout)
 DEV_SERVICE = "lwgpu-webhook"
 DEV_NAMESPACE = "lwgpu-system"
 
