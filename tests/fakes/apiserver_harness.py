@@ -12,17 +12,26 @@ and `timeoutSeconds` as the socket timeout; apiVersion, kind and uid of the answ
 JSON patch applied by `kubectl patch --local --type json` (Kubernetes' own engine);
 `failurePolicy` on every call error; one reinvocation pass for `IfNeeded`.
 
-Left out: authentication, in-tree admission plugins, defaulting and conversion (nulls are dropped,
-as decoding into Go structs does; removed API versions are refused as not served), name
-generation, and parallel validating calls (here one after another). The apiserver refuses a
-schema-invalid object before the validating webhooks; here kubernetes-validate's (strict) verdict
-on the final object is reported in `Result.schema_error`, so tests can tell it from a denial.
+Defaulting and validation are off unless given (`defaulter`, `validator`; the Store of
+tests/fakes/apiserver_store.py gives tests/fakes/apiserver_defaults.py and
+tests/fakes/apiserver_validation.py): the defaulter runs on the object as decoded and again on
+each patched object, as `callAttrMutatingHook` does (mutating/dispatcher.go: decode the patched
+JSON, compare for reinvocation, then `o.GetObjectDefaulter().Default`); the validator runs after
+the mutating webhooks and before the validating ones, where the registry's `rest.BeforeCreate` /
+`BeforeUpdate` call the strategy's Validate, and refuses with `errors.NewInvalid`'s message.
+
+Left out: authentication, in-tree admission plugins, conversion (nulls are dropped, as decoding
+into Go structs does; removed API versions are refused as not served), name generation, and
+parallel validating calls (here one after another). The apiserver refuses a schema-invalid object
+before the validating webhooks; here kubernetes-validate's (strict) verdict on the final object
+is reported in `Result.schema_error`, so tests can tell it from a denial.
 """
 
 from __future__ import annotations
 
 import base64
 import copy
+import dataclasses
 import http.client
 import json
 import ssl
@@ -80,6 +89,7 @@ class Result:
     calls: list[Call] = field(default_factory=list)
     schema_error: str | None = None
     schema_checked: bool = False  # False: no schema for the kind (a custom resource)
+    invalid: list[str] = field(default_factory=list)  # the validator's field errors
 
     @property
     def called(self) -> list[str]:
@@ -141,6 +151,17 @@ def _apply_patch(obj: dict, ops: list) -> dict:
     return json.loads(done.stdout)
 
 
+def invalid_message(obj: dict, errors: list[str]) -> str:
+    """The apiserver's refusal of an invalid object: `errors.NewInvalid` (`<Kind>.<group> "name"
+    is invalid: ...`), its errors aggregated as `utilerrors.NewAggregate` prints them."""
+    group = obj["apiVersion"].rpartition("/")[0]
+    kind = f"{obj['kind']}.{group}" if group else obj["kind"]
+    meta = obj.get("metadata") or {}
+    unique = list(dict.fromkeys(errors))
+    listed = unique[0] if len(unique) == 1 else f"[{', '.join(unique)}]"
+    return f'{kind} "{meta.get("name") or meta.get("generateName", "")}" is invalid: {listed}'
+
+
 @dataclass
 class Apiserver:
     """The dispatcher: webhooks in call order, and Service routes ("host:port" -> loopback port)."""
@@ -149,10 +170,18 @@ class Apiserver:
     routes: dict[str, int]
     # webhook name -> its kept-alive connection (public: tests check that it is reused)
     connections: dict[str, Connection] = field(default_factory=dict, repr=False)
+    # The object -> the object with the kind's defaults (None: no defaulting).
+    defaulter: Callable[[dict], dict] | None = None
+    # (object, oldObject or None) -> field errors (None: no validation).
+    validator: Callable[[dict, dict | None], list[str]] | None = None
+
+    def _copy(self, webhooks: list[Webhook], routes: dict[str, int]) -> Apiserver:
+        """This dispatcher with other webhooks or routes: own connections, same machinery."""
+        return dataclasses.replace(self, webhooks=webhooks, routes=routes, connections={})
 
     def with_routes(self, routes: dict[str, int]) -> Apiserver:
         """A copy where these Services ("host:port") lead to other loopback ports."""
-        return Apiserver(self.webhooks, {**self.routes, **routes})
+        return self._copy(self.webhooks, {**self.routes, **routes})
 
     def reconfigured(self, webhook: str, /, **changes: object) -> Apiserver:
         """A copy where `webhook` has another caBundle or Service name/namespace/port/path."""
@@ -163,13 +192,13 @@ class Apiserver:
                 client = spec["clientConfig"]
                 (client if key == "caBundle" else client["service"])[key] = value
             hooks.append(Webhook(spec, hook.mutating, hook.local))
-        return Apiserver(hooks, self.routes)
+        return self._copy(hooks, self.routes)
 
     def with_local_webhook(self, name: str, patch: Callable[[dict], list]) -> Apiserver:
         """A copy with another mutating webhook (in-process, always matching) after the others."""
         local = Webhook({"name": name, "reinvocationPolicy": "Never"}, True, local=patch)
         mutating = [h for h in self.webhooks if h.mutating]
-        return Apiserver([*mutating, local, *self.webhooks[len(mutating) :]], self.routes)
+        return self._copy([*mutating, local, *self.webhooks[len(mutating) :]], self.routes)
 
     def close(self) -> None:
         """Close every kept-alive connection."""
@@ -188,6 +217,8 @@ class Apiserver:
     ) -> Result:
         """Admit `obj` as kube-apiserver's webhook admission plugins would; see the module doc."""
         obj = as_received(obj, namespace)
+        if self.defaulter:
+            obj = self.defaulter(obj)
         gvk, gvr = resource_of(obj)
         built_in = "." not in gvk["group"] or gvk["group"].endswith(".k8s.io")
         if built_in and not schema_error(obj)[1]:  # a removed API version, e.g. apps/v1beta1
@@ -228,6 +259,10 @@ class Apiserver:
                     invoked.add(hook.name)
             for hook in (h for h in self.webhooks if h.name in reinvoke):
                 self._run(hook, request, labels, result, True)
+            if self.validator and operation != "DELETE":
+                result.invalid = self.validator(request["object"], request["oldObject"])
+                if result.invalid:
+                    raise _Refused(invalid_message(request["object"], result.invalid))
             for hook in (h for h in self.webhooks if not h.mutating):
                 self._run(hook, request, labels, result, False)
         except _Refused as refusal:
@@ -297,9 +332,11 @@ class Apiserver:
                 + (f": {reason}" if reason else " without explanation")
             )
         before = request["object"]
-        if call.patch:
-            request["object"] = _apply_patch(before, call.patch)
-        return request["object"] != before
+        if not call.patch:
+            return False
+        patched = _apply_patch(before, call.patch)
+        request["object"] = self.defaulter(patched) if self.defaulter else patched
+        return patched != before
 
     def _call(self, hook: Webhook, request: dict) -> dict:
         """POST the AdmissionReview; its checked `response`, patch decoded; or WebhookError."""
