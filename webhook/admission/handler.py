@@ -51,8 +51,9 @@ def _decide(request: AdmissionRequest, policies: PolicySet) -> Decision:
 def _not_rewritten(kind: str, decision: Decision) -> str:
     """The validating webhook's refusal of an object the mutating webhook should have rewritten."""
     return (
-        f"{kind} still asks for GPU memory after every mutating webhook ran ({decision.reason}); "
-        f"the lwgpu mutating webhook must rewrite it: check that it is installed and reachable"
+        f"{kind} still needs the lwgpu rewrite after every mutating webhook ran "
+        f"({decision.reason}); the lwgpu mutating webhook must rewrite it: check that it is "
+        f"installed and reachable"
     )
 
 

@@ -18,8 +18,9 @@ from webhook.policy import Policy, Profile
 
 from .asks import Ask, Refusal, effective_gpus, pod_mentions_gpu, read_asks
 from .lifecycle import left_alone
+from .others import exclusions, other_system
 from .placement import Constraints, admits, best_fit, constraints, own_choice, without_selector
-from .rewrite import rewrite
+from .rewrite import keep_off, rewrite
 
 Outcome = Literal["skipped", "allowed", "mutated", "denied"]
 
@@ -89,6 +90,9 @@ def decide(
         return _skip(obj, f'annotation {SKIP_ANNOTATION}: "true"')
     if not (policy.annotation in annotations or pod_mentions_gpu(spec, policy)):
         return _skip(obj, "asks for no GPU")
+    theirs = other_system(spec, as_map(as_map(template.get("metadata")).get("labels")), policy)
+    if theirs is not None:
+        return _skip(obj, theirs)
     prefix = field_path(path) + "." if path else ""
     try:
         return _decide_gpu_pod(obj, path, spec, annotations, policy, prefix)
@@ -151,6 +155,9 @@ def _whole_gpus(
     pinned = constraints(spec, policy.profiles)
     classes = [p for p in policy.profiles if admits(pinned, p)]
     if not pinned or not classes:
+        gpus = effective_gpus(asks)
+        if policy.whole_gpu_pods == "avoidLightweight" and gpus > 0:
+            return _kept_off(obj, path, spec, gpus, policy)
         return Decision("allowed", obj, path, reason="asks whole GPUs, not a lightweight class")
     _check_count(asks, effective_gpus(asks), policy, prefix)
     return Decision(
@@ -159,6 +166,29 @@ def _whole_gpus(
         path,
         reason="already in lightweight form",
         profile=classes[0].name if len(classes) == 1 else None,
+    )
+
+
+def _kept_off(
+    obj: KubeObject, path: tuple[str, ...], spec: KubeObject, gpus: int, policy: Policy
+) -> Decision:
+    """A whole-GPU pod kept off every lightweight class (`wholeGPUPods: avoidLightweight`)."""
+    expressions = exclusions(policy)
+    edit = keep_off(obj, path, spec, expressions)
+    if not edit.ops:
+        return Decision("allowed", obj, path, reason="already kept off lightweight GPU classes")
+    change = (
+        f"{GPU_RESOURCE}={gpus} kept off lightweight GPU classes ("
+        + "; ".join(f"{e['key']} NotIn {','.join(e['values'])}" for e in expressions)
+        + ")"
+    )
+    return Decision(
+        "mutated",
+        edit.root,
+        path,
+        reason=change,
+        warnings=(shorten(f"lwgpu: {change}", WARNING_LIMIT),),
+        patch=tuple(edit.ops),
     )
 
 

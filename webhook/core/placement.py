@@ -64,7 +64,8 @@ def _matching(operator: object, values: frozenset[str], known: frozenset[str]) -
     return frozenset()  # DoesNotExist, or an operator/values the scheduler would reject
 
 
-def _required_terms(spec: KubeObject) -> list[Any]:
+def required_terms(spec: KubeObject) -> list[Any]:
+    """The pod's required node affinity terms (ORed), as written; [] when it has none."""
     affinity = spec.get("affinity")
     node = affinity.get("nodeAffinity") if isinstance(affinity, dict) else None
     required = (
@@ -83,7 +84,7 @@ def constraints(spec: KubeObject, profiles: Iterable[Profile]) -> Constraints:
     empty set means the pod pins only classes no profile offers.
     """
     selector = as_map(spec.get("nodeSelector"))
-    terms = _required_terms(spec)
+    terms = required_terms(spec)
     if not selector and not terms:
         return {}  # the usual pod pins nothing: skip gathering the profiles' labels
     known: dict[str, set[str]] = {}

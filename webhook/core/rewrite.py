@@ -76,14 +76,58 @@ def rewrite(
             if dict(toleration) not in edit.get((*spec, "tolerations")):
                 edit.append((*spec, "tolerations"), dict(toleration))
     several = len(memory_asks) > 1
+    annotations: dict[str, str] = {PROFILE_ANNOTATION: choice.name}
+    # A second review of the same choice keeps the audit trail of the first: what the pod
+    # asked before the rewrite (an init container's ask is gone by then, for one).
+    existing = edit.get((*path, "metadata", "annotations"))
+    recorded = isinstance(existing, dict) and isinstance(existing.get(FROM_ANNOTATION), str)
+    if replaced != choice or not recorded:
+        annotations[FROM_ANNOTATION] = ",".join(
+            f"{a.name}:{a.source}" if several else str(a.source) for a in memory_asks
+        )
     edit.ensure((*path, "metadata"), dict)
-    edit.merge(
-        (*path, "metadata", "annotations"),
-        {
-            PROFILE_ANNOTATION: choice.name,
-            FROM_ANNOTATION: ",".join(
-                f"{a.name}:{a.source}" if several else str(a.source) for a in memory_asks
-            ),
-        },
-    )
+    edit.merge((*path, "metadata", "annotations"), annotations)
     return edit
+
+
+_REQUIRED = ("affinity", "nodeAffinity", "requiredDuringSchedulingIgnoredDuringExecution")
+
+
+def keep_off(
+    obj: KubeObject,
+    path: tuple[str, ...],
+    template_spec: KubeObject,
+    expressions: list[dict[str, Any]],
+) -> Editor:
+    """Add `expressions` to every required node selector term that lacks them.
+
+    A pod without required terms gets one holding just these. Expressions already in a
+    term are not added again, so a second review (reinvocation) changes nothing.
+    """
+    edit = Editor(obj)
+    required = (*path, "spec", *_REQUIRED)
+    terms: Any = template_spec
+    for key in (*_REQUIRED, "nodeSelectorTerms"):
+        terms = terms.get(key) if isinstance(terms, dict) else None
+    if not (isinstance(terms, list) and terms):
+        for depth in range(1, len(_REQUIRED) + 1):
+            edit.ensure((*path, "spec", *_REQUIRED[:depth]), dict)
+        edit.set((*required, "nodeSelectorTerms"), [{"matchExpressions": _copies(expressions)}])
+        return edit
+    for index, term in enumerate(terms):
+        where: Path = (*required, "nodeSelectorTerms", index)
+        present = term.get("matchExpressions") if isinstance(term, dict) else None
+        if not isinstance(term, dict):
+            edit.set(where, {"matchExpressions": _copies(expressions)})
+        elif not isinstance(present, list):
+            edit.set((*where, "matchExpressions"), _copies(expressions))
+        else:
+            for expression in expressions:
+                if expression not in present:
+                    edit.append((*where, "matchExpressions"), _copies([expression])[0])
+    return edit
+
+
+def _copies(expressions: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    # The editor takes over what it is handed: every term gets objects of its own.
+    return [{**e, "values": list(e["values"])} for e in expressions]

@@ -29,6 +29,7 @@ from .model import (
     is_glob,
     pattern_rank,
 )
+from .others import load_leave_alone, load_whole_gpu_pods
 from .profiles import load_profiles
 from .yamldocs import YamlError, load_all
 
@@ -114,6 +115,8 @@ def _policy(doc: Document, raw: Any) -> Policy | None:
             "maxGPUsPerPod",
             "whenNoProfileFits",
             "discoverProfiles",
+            "wholeGPUPods",
+            "leaveAlone",
         },
     )
     namespaces = doc.mapping(spec.get("namespaces"), "spec.namespaces", {"include", "exclude"})
@@ -135,6 +138,8 @@ def _policy(doc: Document, raw: Any) -> Policy | None:
     )
     discover = spec.get("discoverProfiles", Policy.discover_profiles)
     doc.check(isinstance(discover, bool), "spec.discoverProfiles", "must be true or false")
+    whole_gpu_pods = load_whole_gpu_pods(doc, spec.get("wholeGPUPods"))
+    leave_alone = load_leave_alone(doc, spec.get("leaveAlone"))
     if len(doc.errors) > before:
         return None
     return Policy(
@@ -149,6 +154,8 @@ def _policy(doc: Document, raw: Any) -> Policy | None:
         max_gpus_per_pod=max_gpus,
         when_no_profile_fits=fits,
         discover_profiles=discover,
+        whole_gpu_pods=whole_gpu_pods,
+        leave_alone=leave_alone,
     )
 
 

@@ -18,6 +18,7 @@ from webhook.api.names import MEMORY_ANNOTATION
 K = TypeVar("K")
 V = TypeVar("V")
 NoFitAction = Literal["deny", "ignore"]
+WholeGPUAction = Literal["allow", "avoidLightweight"]
 
 # A policy's defaults, here once: the loader fills an absent field from these.
 # Resources that ask GPU memory, and the unit of one: gpushare counts GiB, HAMi MiB.
@@ -64,6 +65,20 @@ class Profile:
 
 
 @dataclass(frozen=True)
+class LeaveAlone:
+    """Pods another GPU-sharing system schedules (ACK cGPU, HAMi, gpushare): never touched.
+
+    A pod is theirs when its nodeSelector or required node affinity uses one of
+    `node_selector_keys`, its `schedulerName` is one of `scheduler_names`, or it carries
+    every label of `pod_labels`.
+    """
+
+    node_selector_keys: tuple[str, ...] = ()
+    scheduler_names: tuple[str, ...] = ()
+    pod_labels: Mapping[str, str] = field(default_factory=frozen_map)
+
+
+@dataclass(frozen=True)
 class Policy:
     """A validated `LightweightGPUPolicy` document."""
 
@@ -78,6 +93,10 @@ class Policy:
     max_gpus_per_pod: int = 1
     when_no_profile_fits: NoFitAction = "deny"
     discover_profiles: bool = False
+    # allow: whole-GPU pods go wherever they fit (a cluster of lightweight nodes only, as the
+    # seed's); avoidLightweight: they get a required affinity that keeps them off the classes.
+    whole_gpu_pods: WholeGPUAction = "allow"
+    leave_alone: LeaveAlone = field(default_factory=LeaveAlone)
 
     def with_discovered(self, discovered: Iterable[Profile]) -> Policy:
         """This policy plus the discovered classes its static profiles do not already select.

@@ -116,11 +116,9 @@ def load_profiles(doc: Document, raw: Any) -> tuple[Profile, ...]:
         return ()
     profiles = [_profile(doc, item, f"spec.profiles[{i}]") for i, item in enumerate(raw)]
     valid = [p for p in profiles if p is not None]
-    for attribute, label in (
-        ("name", "name"),
-        ("memory_mib", "memory"),
-        ("node_selector", "nodeSelector"),
-    ):
+    # Equal memory is allowed (a P4-2Q and a T4-2Q are both 2 GiB): the listed order breaks
+    # the tie, since the classes are sorted by memory with a stable sort.
+    for attribute, label in (("name", "name"), ("node_selector", "nodeSelector")):
         seen: dict[Any, int] = {}
         for index, profile in enumerate(profiles):
             if profile is None:

@@ -1,0 +1,66 @@
+"""`spec.leaveAlone` and `spec.wholeGPUPods`: how a policy shares a cluster with other GPUs.
+
+Beside lightweight nodes a cluster may hold full GPU nodes and nodes another GPU-sharing
+system schedules (ACK cGPU, gpushare, HAMi), which use the same resource names. A policy
+names the pods it must never touch, and says whether whole-GPU pods are kept off the
+lightweight classes.
+"""
+
+from __future__ import annotations
+
+from typing import Any, cast, get_args
+
+from webhook.api.validation import is_label_value, is_qualified_name
+
+from .document import Document
+from .model import LeaveAlone, WholeGPUAction, frozen_map
+
+_FIELDS = {"nodeSelectorKeys", "schedulerNames", "podLabels"}
+
+
+def _names(doc: Document, value: Any, path: str, valid: Any, what: str) -> tuple[str, ...]:
+    if value is None:
+        return ()
+    if not isinstance(value, list) or not all(isinstance(v, str) and valid(v) for v in value):
+        doc.error(path, f"must be a list of {what}")
+        return ()
+    return tuple(value)
+
+
+def load_leave_alone(doc: Document, raw: Any) -> LeaveAlone:
+    """The pods of other GPU-sharing systems, from `spec.leaveAlone`; errors go to `doc`."""
+    raw = doc.mapping(raw, "spec.leaveAlone", _FIELDS)
+    labels = raw.get("podLabels") or {}
+    if not isinstance(labels, dict) or not all(
+        is_qualified_name(k) and is_label_value(v) for k, v in labels.items()
+    ):
+        doc.error("spec.leaveAlone.podLabels", "must map label keys to label values")
+        labels = {}
+    return LeaveAlone(
+        node_selector_keys=_names(
+            doc,
+            raw.get("nodeSelectorKeys"),
+            "spec.leaveAlone.nodeSelectorKeys",
+            is_qualified_name,
+            "label keys such as ack.node.gpu.schedule",
+        ),
+        scheduler_names=_names(
+            doc,
+            raw.get("schedulerNames"),
+            "spec.leaveAlone.schedulerNames",
+            bool,
+            "scheduler names such as hami-scheduler",
+        ),
+        pod_labels=frozen_map(labels),
+    )
+
+
+def load_whole_gpu_pods(doc: Document, raw: Any) -> WholeGPUAction:
+    """`spec.wholeGPUPods`: allow (the default) or avoidLightweight."""
+    allowed = get_args(WholeGPUAction)
+    if raw is None:
+        return "allow"
+    if raw not in allowed:
+        doc.error("spec.wholeGPUPods", f"must be {' or '.join(allowed)}, got {raw!r}")
+        return "allow"
+    return cast(WholeGPUAction, raw)
