@@ -208,22 +208,30 @@ def load_documents(text: str, where: str, errors: list[str]) -> list[Policy]:
     return policies
 
 
-def load_policies(path: str | os.PathLike[str]) -> PolicySet:
-    """Load and validate every policy under `path`; raise `PolicyError` listing all errors."""
-    root = Path(path)
+def load_policies(*paths: str | os.PathLike[str]) -> PolicySet:
+    """Load and validate every policy under `paths`, as one set; raise `PolicyError` listing
+    all errors.
+
+    Several paths are checked together, as the server loads one directory: two files that
+    claim the same namespace equally specifically are an error even when each alone is valid.
+    """
     errors: list[str] = []
-    if not root.exists():
-        raise PolicyError([f"{root}: no such file or directory"])
     policies: list[Policy] = []
-    for file in policy_files(root):
-        try:
-            text = file.read_text(encoding="utf-8")
-        except (OSError, UnicodeDecodeError) as err:
-            errors.append(f"{file}: cannot read: {err}")
+    for path in paths:
+        root = Path(path)
+        if not root.exists():
+            errors.append(f"{root}: no such file or directory")
             continue
-        policies.extend(load_documents(text, str(file), errors))
-    if not policies and not errors:
-        errors.append(f"{root}: no {KIND} documents found")
+        found, failed = len(policies), len(errors)
+        for file in policy_files(root):
+            try:
+                text = file.read_text(encoding="utf-8")
+            except (OSError, UnicodeDecodeError) as err:
+                errors.append(f"{file}: cannot read: {err}")
+                continue
+            policies.extend(load_documents(text, str(file), errors))
+        if len(policies) == found and len(errors) == failed:
+            errors.append(f"{root}: no {KIND} documents found")
     _conflicts(policies, errors)
     if errors:
         raise PolicyError(errors)
