@@ -1,10 +1,14 @@
-"""`python -m webhook policy check PATH...`: validate policy files offline (exit 0/1)."""
+"""`python -m webhook policy check PATH...` (validate policy files offline, exit 0/1) and
+`policy explain NAMESPACE` (which policy governs it, and what it does there)."""
 
 from __future__ import annotations
 
 import argparse
 
+from webhook import DEFAULT_POLICIES
 from webhook.policy import PolicyError, load_policies
+
+from .explain import explain
 
 
 def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -19,6 +23,19 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     )
     check.add_argument("paths", nargs="+", metavar="PATH")
     check.set_defaults(func=run_check)
+    explain = actions.add_parser(
+        "explain",
+        help="say which policy governs a namespace and what it does there",
+        description="Print which policy governs NAMESPACE and why (the include or exclude "
+        "pattern that decided), its classes in fit order, and what happens to GPU asks.",
+    )
+    explain.add_argument("namespace", metavar="NAMESPACE")
+    explain.add_argument(
+        "--policies",
+        default=str(DEFAULT_POLICIES),
+        help="policy file or directory (default: %(default)s)",
+    )
+    explain.set_defaults(func=run_explain)
 
 
 def run_check(args: argparse.Namespace) -> int:
@@ -32,4 +49,16 @@ def run_check(args: argparse.Namespace) -> int:
     for policy in policies.policies:
         classes = ", ".join(f"{p.name}={p.memory_mib}Mi" for p in policy.profiles)
         print(f"ok: {policy.source}: policy {policy.name!r}: {classes}")
+    return 0
+
+
+def run_explain(args: argparse.Namespace) -> int:
+    """Print `explain` for the namespace; 1 when the policies do not load."""
+    try:
+        policies = load_policies(args.policies)
+    except PolicyError as err:
+        for message in err.errors:
+            print(f"error: {message}")
+        return 1
+    print("\n".join(explain(policies, args.namespace)))
     return 0

@@ -113,10 +113,17 @@ class Policy:
 
     def include_rank(self, namespace: str) -> tuple[int, int] | None:
         """How specifically this policy claims `namespace`, or None when it does not."""
-        if any(fnmatchcase(namespace, pattern) for pattern in self.exclude):
-            return None
-        ranks = [pattern_rank(p) for p in self.include if fnmatchcase(namespace, p)]
-        return max(ranks) if ranks else None
+        claim = self.claim(namespace)
+        return pattern_rank(claim[1]) if claim is not None and claim[0] == "include" else None
+
+    def claim(self, namespace: str) -> tuple[Literal["include", "exclude"], str] | None:
+        """The pattern that decides `namespace` for this policy: the first exclude that
+        matches it, else the most specific include that does, else None."""
+        for pattern in self.exclude:
+            if fnmatchcase(namespace, pattern):
+                return "exclude", pattern
+        matching = [p for p in self.include if fnmatchcase(namespace, p)]
+        return ("include", max(matching, key=pattern_rank)) if matching else None
 
 
 def is_glob(pattern: str) -> bool:

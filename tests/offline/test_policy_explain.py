@@ -1,0 +1,53 @@
+"""`policy explain NAMESPACE`: the governing policy, the pattern that decided, what it does."""
+
+import pytest
+
+from tests.support.cli import run_cli
+from tests.support.paths import REPO
+
+PER_TEAM = str(REPO / "policies" / "examples" / "per-team.yaml")
+
+
+def test_the_shipped_policy_in_an_ordinary_namespace():
+    code, out, _ = run_cli("policy", "explain", "team-a")
+    assert code == 0
+    lines = out.splitlines()
+    assert lines[0].startswith("namespace team-a: governed by policy 'default'")
+    assert "included by '*'" in lines[2]
+    assert "GRID-P4-1Q 1024Mi" in out and "aliyun.com/gpu-mem (units of 1Gi)" in out
+    assert "more than 8192Mi is refused" in out
+    assert "left alone: pods selecting ack.node.gpu.schedule" in out
+
+
+def test_an_excluded_namespace_names_the_exclude_pattern():
+    code, out, _ = run_cli("policy", "explain", "kube-system")
+    assert code == 0
+    assert "governed by no policy" in out.splitlines()[0]
+    assert "excluded by 'kube-system'" in out
+
+
+@pytest.mark.parametrize(
+    ("namespace", "policy", "pattern"),
+    [
+        ("research", "research", "'research'"),
+        ("research-nlp", "research", "'research-*'"),
+        ("lab-07", "teaching", "'lab-??'"),
+    ],
+)
+def test_per_team_policies(namespace, policy, pattern):
+    """The most specific include wins, and explain names it."""
+    code, out, _ = run_cli("policy", "explain", namespace, "--policies", PER_TEAM)
+    assert code == 0
+    assert out.splitlines()[0].startswith(f"namespace {namespace}: governed by policy {policy!r}")
+    assert f"  {policy} (" in out and f"included by {pattern}" in out
+
+
+def test_a_namespace_no_policy_claims():
+    code, out, _ = run_cli("policy", "explain", "lab-123", "--policies", PER_TEAM)
+    assert code == 0 and "governed by no policy" in out
+    assert out.count("no include pattern matches") == 2
+
+
+def test_unloadable_policies_exit_1(tmp_path):
+    code, out, _ = run_cli("policy", "explain", "x", "--policies", str(tmp_path / "none"))
+    assert code == 1 and out.startswith("error: ")
