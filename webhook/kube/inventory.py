@@ -10,49 +10,18 @@ from __future__ import annotations
 
 import logging
 import math
-import re
 import threading
 import time
-from collections import defaultdict
 
 from kubernetes import client, watch
 from kubernetes.client.exceptions import ApiException
 from urllib3.exceptions import HTTPError
 
-from webhook.api.names import MEM_LABEL, NAME_LABEL
-from webhook.policy import Profile, frozen_map
+from webhook.api.names import MEM_LABEL
+from webhook.core.nodes import profiles_from_labels
+from webhook.policy import Profile
 
 LOG = logging.getLogger(__name__)
-_MIB = re.compile(r"^(\d+)MiB$")
-
-
-def profiles_from_labels(labels_by_node: dict[str, dict[str, str]]) -> tuple[Profile, ...]:
-    """One Profile per distinct `nvidia_mem` value, ascending memory.
-
-    The class is named after the nodes' `nvidia_name` when they all agree (and lists it in
-    its node labels, so a pod pinning that name is understood), else after the memory label
-    value ("7611MiB"); its nodeSelector is the exact `nvidia_mem` label value.
-    Nodes whose `nvidia_mem` is not "<integer>MiB" are skipped.
-    """
-    names: dict[str, set[str]] = defaultdict(set)
-    memory_mib: dict[str, int] = {}
-    for labels in labels_by_node.values():
-        mem = labels.get(MEM_LABEL, "")
-        if match := _MIB.match(mem):
-            memory_mib[mem] = int(match[1])
-            names[mem].add(labels.get(NAME_LABEL) or mem)
-    found = []
-    for mem, seen in names.items():
-        name = next(iter(seen)) if len(seen) == 1 else mem
-        found.append(
-            Profile(
-                name=name,
-                memory_mib=memory_mib[mem],
-                node_selector=frozen_map({MEM_LABEL: mem}),
-                node_labels=frozen_map({NAME_LABEL: name} if name != mem else {}),
-            )
-        )
-    return tuple(sorted(found, key=lambda p: (p.memory_mib, p.name)))
 
 
 class NodeInventory:

@@ -8,7 +8,9 @@ import argparse
 from webhook import DEFAULT_POLICIES
 from webhook.policy import PolicyError, load_policies
 
+from .cluster import policy_findings, read_nodes
 from .explain import explain
+from .manifests import InputError
 
 
 def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -22,6 +24,12 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         "print one line per error.",
     )
     check.add_argument("paths", nargs="+", metavar="PATH")
+    check.add_argument(
+        "--nodes",
+        metavar="FILE",
+        help="`kubectl get nodes -o yaml` output: warn about classes no node carries, "
+        "lightweight nodes no class selects, and avoidLightweight with no other GPU node",
+    )
     check.set_defaults(func=run_check)
     explain = actions.add_parser(
         "explain",
@@ -49,6 +57,14 @@ def run_check(args: argparse.Namespace) -> int:
     for policy in policies.policies:
         classes = ", ".join(f"{p.name}={p.memory_mib}Mi" for p in policy.profiles)
         print(f"ok: {policy.source}: policy {policy.name!r}: {classes}")
+    if args.nodes:
+        try:
+            nodes = read_nodes(args.nodes)
+        except InputError as err:
+            print(f"error: {err}")
+            return 2
+        for finding in policy_findings(policies, nodes):
+            print(f"warning: {finding}")
     return 0
 
 

@@ -1,0 +1,56 @@
+"""Node matching as the scheduler does it (`k8s.io/component-helpers/scheduling/corev1/
+nodeaffinity`, `NodeSelector.Match` and `nodeSelectorRequirementsAsSelector`)."""
+
+import pytest
+
+from webhook.core.nodes import pod_fits_node
+
+LABELS = {"aliyun.accelerator/nvidia_mem": "2048MiB", "gpus": "4", "zone": "a"}
+REQUIRED = "requiredDuringSchedulingIgnoredDuringExecution"
+
+
+def spec(*terms, selector=None):
+    """A pod spec with a nodeSelector and required node affinity terms (each a list)."""
+    body = {"nodeSelector": selector} if selector is not None else {}
+    if terms:
+        body["affinity"] = {
+            "nodeAffinity": {
+                REQUIRED: {"nodeSelectorTerms": [{"matchExpressions": list(t)} for t in terms]}
+            }
+        }
+    return body
+
+
+def req(key, operator, *values):
+    return {"key": key, "operator": operator, "values": list(values)}
+
+
+@pytest.mark.parametrize(
+    ("pod", "fits"),
+    [
+        (spec(), True),
+        (spec(selector={"zone": "a"}), True),
+        (spec(selector={"zone": "b"}), False),
+        (spec(selector={"missing": ""}), False),  # a selector needs the label, even empty
+        (spec([req("zone", "In", "a", "b")]), True),
+        (spec([req("zone", "In", "b")]), False),
+        (spec([req("absent", "In", "x")]), False),
+        (spec([req("zone", "NotIn", "b")]), True),
+        (spec([req("absent", "NotIn", "x")]), True),  # NotIn accepts a missing label
+        (spec([req("zone", "Exists")]), True),
+        (spec([req("absent", "Exists")]), False),
+        (spec([req("absent", "DoesNotExist")]), True),
+        (spec([req("zone", "DoesNotExist")]), False),
+        (spec([req("gpus", "Gt", "2")]), True),
+        (spec([req("gpus", "Lt", "2")]), False),
+        (spec([req("aliyun.accelerator/nvidia_mem", "Gt", "1")]), False),  # not an integer
+        (spec([req("zone", "Equals", "a")]), False),  # an unknown operator matches nothing
+        (spec([req("zone", "In", "b")], [req("gpus", "Gt", "3")]), True),  # terms are ORed
+        (spec([req("zone", "In", "a"), req("gpus", "Lt", "3")]), False),  # expressions ANDed
+        (spec([]), False),  # an empty term matches no node
+        ({"affinity": {"nodeAffinity": {REQUIRED: {"nodeSelectorTerms": []}}}}, False),
+        (spec([req("zone", "In", "a")], selector={"zone": "b"}), False),  # both must hold
+    ],
+)
+def test_pod_fits_node(pod, fits):
+    assert pod_fits_node(pod, LABELS) is fits

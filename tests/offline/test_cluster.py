@@ -1,0 +1,65 @@
+"""Checks against real nodes (`--nodes FILE`) over a mixed fleet built from the seed's labels:
+vgn5i lightweight nodes, a full T4 pool with four GPUs per node, an ACK cGPU pool."""
+
+import pytest
+
+from tests.support.builders import container, gpu_mem, pod
+from tests.support.cli import run_cli
+from tests.support.paths import DATA, REPO
+from webhook.core.decision import decide
+from webhook.offline.cluster import read_nodes, unplaceable
+from webhook.policy import load_policies
+
+NODES = str(DATA / "nodes" / "mixed-fleet.yaml")
+MIXED = str(REPO / "policies" / "examples" / "mixed-fleet.yaml")
+T4 = str(REPO / "policies" / "examples" / "t4-vgpu-fleet.yaml")
+
+
+def test_the_mixed_fleet_example_passes_against_its_fleet():
+    code, out, _ = run_cli("policy", "check", MIXED, "--nodes", NODES)
+    assert code == 0
+    assert "warning" not in out and out.startswith("ok: ")
+
+
+def test_a_policy_for_another_fleet_is_warned_about():
+    code, out, _ = run_cli("policy", "check", T4, "--nodes", NODES)
+    assert code == 0  # warnings, not errors: the policy itself is valid
+    warnings = out.splitlines()[1:]
+    assert sum("matches no node" in w for w in warnings) == 4  # the four T4 vGPU classes
+    assert any("node vgn5i-2q-1" in w and "no class selects it" in w for w in warnings)
+    assert not any("t4-full" in w for w in warnings)  # four GPUs: a full pool, not ours
+
+
+def test_avoid_lightweight_without_other_gpu_nodes_is_warned_about(tmp_path):
+    only_lightweight = tmp_path / "nodes.yaml"
+    text = (DATA / "nodes" / "mixed-fleet.yaml").read_text()
+    kept = [chunk for chunk in text.split("\n- ") if "t4-full" not in chunk and "cgpu" not in chunk]
+    only_lightweight.write_text("\n- ".join(kept))
+    assert not any(n.startswith(("t4", "cgpu")) for n in read_nodes(str(only_lightweight)))
+    code, out, _ = run_cli("policy", "check", MIXED, "--nodes", str(only_lightweight))
+    assert code == 0 and "no GPU node outside the lightweight classes" in out
+
+
+NODE_LABELS = read_nodes(NODES)
+LIGHTWEIGHT = {n: labels for n, labels in NODE_LABELS.items() if n.startswith("vgn5i")}
+POLICY = load_policies(MIXED).policies[0]
+
+
+@pytest.mark.parametrize("gib", [1, 2, 3, 4, 8])
+def test_rewritten_memory_asks_land_on_a_lightweight_node(gib):
+    decision = decide(pod(gpu_mem(gib)), POLICY)
+    assert decision.outcome == "mutated"
+    assert not unplaceable(decision.obj["spec"], LIGHTWEIGHT)
+
+
+@pytest.mark.parametrize("gpus", [1, 2, 4])
+def test_whole_gpu_pods_land_on_no_lightweight_node(gpus):
+    decision = decide(pod(container(limits={"nvidia.com/gpu": gpus})), POLICY)
+    assert decision.outcome == "mutated"
+    assert unplaceable(decision.obj["spec"], LIGHTWEIGHT)
+    assert not unplaceable(decision.obj["spec"], NODE_LABELS)  # the T4 pool takes them
+
+
+def test_an_unreadable_nodes_file_exits_2(tmp_path):
+    code, out, _ = run_cli("policy", "check", MIXED, "--nodes", str(tmp_path / "absent.yaml"))
+    assert code == 2 and out.startswith("ok: ") and "error: " in out

@@ -1,0 +1,103 @@
+"""Nodes as the scheduler sees them: which classes they carry, and whether a pod may land.
+
+Pure functions over node labels, shared by discovery (`webhook.kube.inventory`) and the
+offline cluster checks (`--nodes FILE`). Matching follows the scheduler's node affinity
+(`k8s.io/component-helpers/scheduling/corev1/nodeaffinity`: `NodeSelector.Match`,
+`nodeSelectorRequirementsAsSelector`): every nodeSelector entry must equal the node's label;
+of the required terms (ORed) one must match, a term matching when all its expressions do
+(an empty term matches no node); `In`/`Exists` need the label, `NotIn`/`DoesNotExist`
+accept its absence, `Gt`/`Lt` compare integers and fail on anything else.
+"""
+
+from __future__ import annotations
+
+import re
+from collections import defaultdict
+from collections.abc import Mapping
+from typing import Any
+
+from webhook.api.names import MEM_LABEL, NAME_LABEL
+from webhook.api.types import KubeObject
+from webhook.api.workload import as_map
+from webhook.policy import Profile, frozen_map
+
+from .placement import required_terms
+
+_MIB = re.compile(r"^(\d+)MiB$")
+_INTEGER = re.compile(r"^[-+]?\d+$")
+
+
+def profiles_from_labels(labels_by_node: Mapping[str, Mapping[str, str]]) -> tuple[Profile, ...]:
+    """One Profile per distinct `nvidia_mem` value, ascending memory.
+
+    The class is named after the nodes' `nvidia_name` when they all agree (and lists it in
+    its node labels, so a pod pinning that name is understood), else after the memory label
+    value ("7611MiB"); its nodeSelector is the exact `nvidia_mem` label value.
+    Nodes whose `nvidia_mem` is not "<integer>MiB" are skipped.
+    """
+    names: dict[str, set[str]] = defaultdict(set)
+    memory_mib: dict[str, int] = {}
+    for labels in labels_by_node.values():
+        mem = labels.get(MEM_LABEL, "")
+        if match := _MIB.match(mem):
+            memory_mib[mem] = int(match[1])
+            names[mem].add(labels.get(NAME_LABEL) or mem)
+    found = []
+    for mem, seen in names.items():
+        name = next(iter(seen)) if len(seen) == 1 else mem
+        found.append(
+            Profile(
+                name=name,
+                memory_mib=memory_mib[mem],
+                node_selector=frozen_map({MEM_LABEL: mem}),
+                node_labels=frozen_map({NAME_LABEL: name} if name != mem else {}),
+            )
+        )
+    return tuple(sorted(found, key=lambda p: (p.memory_mib, p.name)))
+
+
+def _requirement(labels: Mapping[str, str], expression: Any) -> bool:
+    if not isinstance(expression, dict):
+        return False
+    key, operator = expression.get("key"), expression.get("operator")
+    raw = expression.get("values")
+    values: list[Any] = raw if isinstance(raw, list) else []
+    present = isinstance(key, str) and key in labels
+    value = labels.get(key) if present and isinstance(key, str) else None
+    if operator == "In":
+        return present and value in values
+    if operator == "NotIn":
+        return not present or value not in values
+    if operator == "Exists":
+        return present
+    if operator == "DoesNotExist":
+        return not present
+    if operator in ("Gt", "Lt") and present and len(values) == 1:
+        bound, have = str(values[0]), str(value)
+        if not (_INTEGER.match(bound) and _INTEGER.match(have)):
+            return False
+        return int(have) > int(bound) if operator == "Gt" else int(have) < int(bound)
+    return False
+
+
+def _term(labels: Mapping[str, str], term: Any) -> bool:
+    expressions = term.get("matchExpressions") if isinstance(term, dict) else None
+    if not isinstance(expressions, list) or not expressions:
+        return False  # matchFields (by node name) are not read here; an empty term matches none
+    return all(_requirement(labels, e) for e in expressions)
+
+
+def pod_fits_node(spec: KubeObject, labels: Mapping[str, str]) -> bool:
+    """True when the pod spec's nodeSelector and required node affinity admit these labels."""
+    selector = as_map(spec.get("nodeSelector"))
+    if any(labels.get(k) != v for k, v in selector.items()):
+        return False
+    affinity = as_map(as_map(spec.get("affinity")).get("nodeAffinity"))
+    if "requiredDuringSchedulingIgnoredDuringExecution" not in affinity:
+        return True
+    return any(_term(labels, term) for term in required_terms(spec))
+
+
+def carries(profile: Profile, labels: Mapping[str, str]) -> bool:
+    """True when a node with these labels is one of the class's nodes."""
+    return all(labels.get(k) == v for k, v in profile.node_selector.items())

@@ -1,0 +1,87 @@
+"""Checks against the real nodes, offline: `--nodes FILE` of `policy check` (and `review`).
+
+FILE is what `kubectl get nodes -o yaml` prints (a `List` of Nodes; single Node documents
+work too). The findings are warnings for an admin before rollout: a class no node carries,
+a lightweight-labelled node no class selects, `wholeGPUPods: avoidLightweight` where no
+other GPU node exists, and (for review) a pod whose final placement matches no node.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+from webhook.api.names import COUNT_LABEL, GPU_RESOURCE, MEM_LABEL
+from webhook.api.types import KubeObject
+from webhook.api.workload import as_map
+from webhook.core.nodes import carries, pod_fits_node
+from webhook.policy import Policy, PolicySet
+
+from .manifests import read_documents
+
+Nodes = Mapping[str, Mapping[str, str]]  # node name -> labels
+
+
+def read_nodes(path: str) -> dict[str, dict[str, str]]:
+    """The labels of every Node in `path` (raises `InputError` when it cannot be read)."""
+    nodes: dict[str, dict[str, str]] = {}
+    for document in read_documents([path]):
+        body = as_map(document.body)
+        if body.get("kind") != "Node":
+            continue
+        metadata = as_map(body.get("metadata"))
+        labels = {k: v for k, v in as_map(metadata.get("labels")).items() if isinstance(v, str)}
+        if GPU_RESOURCE in as_map(as_map(body.get("status")).get("capacity")):
+            labels.setdefault(COUNT_LABEL, "?")  # a GPU node even where no label says so
+        nodes[str(metadata.get("name") or document.where)] = labels
+    return nodes
+
+
+def _is_gpu_node(labels: Mapping[str, str]) -> bool:
+    return COUNT_LABEL in labels or MEM_LABEL in labels
+
+
+def policy_findings(policies: PolicySet, nodes: Nodes) -> list[str]:
+    """What a policy set gets wrong about these nodes, one sentence each."""
+    findings: list[str] = []
+    for policy in policies.policies:
+        findings += _policy_findings(policy, nodes)
+    return findings
+
+
+def _policy_findings(policy: Policy, nodes: Nodes) -> list[str]:
+    where = f"policy {policy.name!r} ({policy.source})"
+    findings = [
+        f"{where}: class {p.name} ({p.selector_text}) matches no node"
+        for p in policy.profiles
+        if not any(carries(p, labels) for labels in nodes.values())
+    ]
+    theirs = policy.leave_alone.node_selector_keys
+    for name, labels in sorted(nodes.items()):
+        # One GPU with its memory labelled, and no other sharing system's mark: a lightweight
+        # node by the cloud's labels (a full GPU pool carries nvidia_count > 1).
+        looks_lightweight = (
+            MEM_LABEL in labels
+            and labels.get(COUNT_LABEL) == "1"
+            and not any(key in labels for key in theirs)
+        )
+        if looks_lightweight and not any(carries(p, labels) for p in policy.profiles):
+            findings.append(
+                f"{where}: node {name} ({MEM_LABEL}={labels[MEM_LABEL]}, one GPU) looks "
+                "lightweight, but no class selects it"
+            )
+    others = [
+        n
+        for n, labels in nodes.items()
+        if _is_gpu_node(labels) and not any(carries(p, labels) for p in policy.profiles)
+    ]
+    if policy.whole_gpu_pods == "avoidLightweight" and not others:
+        findings.append(
+            f"{where}: wholeGPUPods: avoidLightweight, but no GPU node outside the lightweight "
+            "classes exists: whole-GPU pods would stay Pending"
+        )
+    return findings
+
+
+def unplaceable(spec: KubeObject, nodes: Nodes) -> bool:
+    """True when no node admits the pod spec's nodeSelector and required node affinity."""
+    return not any(pod_fits_node(spec, labels) for labels in nodes.values())
