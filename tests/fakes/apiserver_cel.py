@@ -4,8 +4,10 @@ kube-apiserver runs cel-go; this is cel-python with cel-go's `has()`, over objec
 apiserver's CEL sees them (`as_apiserver_sees`, `bindings`), with the apiserver's verdict on a
 webhook's conditions (`match_conditions`). Where cel-python is more lenient, an expression that
 would error in the cluster (making the apiserver apply the webhook's failurePolicy) would pass
-here; this module closes the gap that matters for guarded field access. It relies on cel-python
-0.5's evaluator hooks (`Evaluator.macro_has_eval`, `Evaluator.sub_evaluator`), pinned in
+here; this module closes the gap that matters for guarded field access: `has(e.f)` as cel-go
+evaluates it (interpreter/attributes.go, `refQualify` with a presence test); tests/fakes/test_cel.py
+checks it, and the verdict, against cel-go and kube-apiserver. It relies on cel-python 0.5's
+evaluator hooks (`Evaluator.macro_has_eval`, `Evaluator.sub_evaluator`), pinned in
 requirements-dev.txt.
 """
 
@@ -28,15 +30,17 @@ def as_apiserver_sees(value):
 
 class CelGoHas(celpy.evaluation.Evaluator):
     """cel-python's evaluator with cel-go's has(): has(e.f) is an error when e is one (e.g. a
-    missing field), where cel-python answers false. kube-apiserver runs cel-go, so an unguarded
-    has(a.b.c) must fail here as it would there."""
+    missing field), or when e is a list (cel-go's `refQualify` takes "f" as a list index and
+    fails), where cel-python answers false. On null or a scalar cel-go, like cel-python, answers
+    false. kube-apiserver runs cel-go, so an unguarded has(a.b.c) must fail here as it would
+    there."""
 
     def sub_evaluator(self, ast: lark.Tree) -> celpy.evaluation.Evaluator:
         """Macro bodies (exists, all, ...) use the same has()."""
         return CelGoHas(ast, activation=self.activation)
 
     def macro_has_eval(self, exprlist: lark.Tree):
-        """Evaluate e of has(e.f) first, and answer its error."""
+        """Evaluate e of has(e.f) first, and answer its error, or an error if it is a list."""
         node = exprlist
         while isinstance(node, lark.Tree) and node.data != "member_dot":
             node = node.children[0]
@@ -44,6 +48,10 @@ class CelGoHas(celpy.evaluation.Evaluator):
             operand = self.visit(node.children[0])
             if isinstance(operand, celpy.evaluation.CELEvalError):
                 return operand
+            if isinstance(operand, celpy.celtypes.ListType):
+                return celpy.evaluation.CELEvalError(
+                    "unsupported index type 'string' in list", TypeError, None, tree=node
+                )
         return super().macro_has_eval(exprlist)
 
 
