@@ -2,7 +2,9 @@
 
 `Discovery` (webhook/server/discovered.py) reads an inventory through `profiles()` (a snapshot
 tuple, replaced as a whole when Nodes change), `age_seconds()` and `stop()`; `FakeInventory`
-answers those from a snapshot the test sets, without a Kubernetes client.
+answers those from a snapshot the test sets, without a Kubernetes client. Like NodeInventory,
+`stop()` ends the following but keeps the last snapshot, and `running()` says which it is.
+tests/fakes/test_inventory_double.py checks it against the real NodeInventory on the API double.
 """
 
 from __future__ import annotations
@@ -13,6 +15,7 @@ class FakeInventory:
 
     def __init__(self, profiles: tuple) -> None:
         self.snapshot = profiles
+        self.following = True
 
     def profiles(self) -> tuple:
         """The current snapshot; a test replaces it by assigning ``snapshot``."""
@@ -22,6 +25,10 @@ class FakeInventory:
         """A fixed age, so the reported gauge can be checked exactly."""
         return 1.5
 
-    def stop(self) -> None:
-        """Stop following: nothing is discovered any more."""
-        self.snapshot = ()
+    def running(self) -> bool:
+        """True until ``stop``."""
+        return self.following
+
+    def stop(self, timeout: float = 5.0) -> None:
+        """Stop following; the last snapshot stays, as NodeInventory's does."""
+        self.following = False
