@@ -41,6 +41,13 @@ class Ask(NamedTuple):
         return f"{self.section}[{self.position}] ({shorten_name(self.name)})"
 
 
+class _Memory(NamedTuple):
+    """GPU memory a container asks, and where it asked it."""
+
+    mib: int
+    source: str  # as written: aliyun.com/gpu-mem=2
+
+
 def shorten_name(name: object) -> str:
     """A container name fit for a message."""
     return shorten(name, 63)
@@ -127,9 +134,7 @@ def _annotation_target(
     )
 
 
-def _annotation_memory(
-    policy: Policy, annotations: KubeObject, prefix: str
-) -> tuple[int, str] | None:
+def _annotation_memory(policy: Policy, annotations: KubeObject, prefix: str) -> _Memory | None:
     key = policy.annotation
     if key is None or key not in annotations:
         return None
@@ -138,7 +143,7 @@ def _annotation_memory(
     try:
         if 0 < quantity.parse(raw) < quantity.MIB:
             raise quantity.QuantityError(f"{shorten(raw)!r} is less than 1Mi (no unit?)")
-        return quantity.to_mib(raw), f"{key}={shorten(raw)}"
+        return _Memory(quantity.to_mib(raw), f"{key}={shorten(raw)}")
     except quantity.QuantityError as err:
         raise Refusal(f"{where}: {err}; write a quantity such as 2Gi or 1536Mi") from None
 
@@ -153,61 +158,100 @@ def read_asks(spec: KubeObject, annotations: KubeObject, policy: Policy, prefix:
     asks = []
     for section in SECTIONS:
         for index, container in containers(spec, section):
-            limits, requests = _maps(container)
-            # Most containers of a big pod ask no GPU: skip them before building any text.
-            if not _names_gpu(limits, requests, policy) and target != (section, index):
-                continue
-            where = f"{prefix}spec.{section}[{index}]"
-            memory = source = None
-            for resource, unit in policy.memory_resources.items():
-                if resource not in limits and resource not in requests:
-                    continue
-                value = _value(limits, requests, resource, where)
-                if value is None:
-                    continue
-                if memory is not None:
-                    raise Refusal(
-                        f"{where}.resources: asks GPU memory twice ({source} and "
-                        f"{resource}); keep one"
-                    )
-                try:
-                    memory = quantity.to_mib(value, unit)
-                except quantity.QuantityError as err:
-                    raise Refusal(
-                        f"{where}.resources.limits[{resource}]: {err}; write the "
-                        f"GPU memory as a whole number, e.g. {resource}: 2"
-                    ) from None
-                source = f"{resource}={shorten(value)}"
-            if by_annotation and target == (section, index):
-                if memory is not None and memory != by_annotation[0]:
-                    raise Refusal(
-                        f"{where}.resources: asks {source} but the pod annotation asks "
-                        f"{by_annotation[1]}; keep one"
-                    )
-                memory, source = by_annotation
-            raw_gpus = _value(limits, requests, GPU_RESOURCE, where)
-            try:
-                gpus = 0 if raw_gpus is None else quantity.count(raw_gpus)
-            except quantity.QuantityError as err:
-                raise Refusal(
-                    f"{where}.resources.limits[{GPU_RESOURCE}]: {err}; ask for "
-                    f"{GPU_RESOURCE}: 1 (or GPU memory) instead"
-                ) from None
-            if memory is None and gpus == 0:
-                continue
-            sidecar = section == "initContainers" and container.get("restartPolicy") == "Always"
-            asks.append(
-                Ask(
-                    section,
-                    index,
-                    str(container.get("name", "")),
-                    sidecar,
-                    max(gpus, 1 if memory is not None else 0),
-                    memory,
-                    source,
-                )
-            )
+            annotated = by_annotation if target == (section, index) else None
+            ask = _read_ask(section, index, container, policy, prefix, annotated)
+            if ask is not None:
+                asks.append(ask)
     return asks
+
+
+def _read_ask(
+    section: Section,
+    index: int,
+    container: KubeObject,
+    policy: Policy,
+    prefix: str,
+    annotated: _Memory | None,
+) -> Ask | None:
+    """One container's `Ask`, or None when it asks no GPU.
+
+    `annotated` is the pod annotation's GPU memory when the annotation targets this container.
+    """
+    limits, requests = _maps(container)
+    # Most containers of a big pod ask no GPU: skip them before building any text.
+    if not _names_gpu(limits, requests, policy) and annotated is None:
+        return None
+    where = f"{prefix}spec.{section}[{index}]"
+    memory = _resource_memory(limits, requests, policy, where)
+    if annotated is not None:
+        memory = _annotation_memory_wins(memory, annotated, where)
+    gpus = _gpu_count(limits, requests, where)
+    if memory is None and gpus == 0:
+        return None
+    sidecar = section == "initContainers" and container.get("restartPolicy") == "Always"
+    mib, source = memory or (None, None)
+    return Ask(
+        section,
+        index,
+        str(container.get("name", "")),
+        sidecar,
+        max(gpus, 1 if memory is not None else 0),
+        mib,
+        source,
+    )
+
+
+def _resource_memory(
+    limits: KubeObject, requests: KubeObject, policy: Policy, where: str
+) -> _Memory | None:
+    """The GPU memory the container's resources ask; naming two memory resources is refused."""
+    memory: _Memory | None = None
+    for resource, unit in policy.memory_resources.items():
+        if resource not in limits and resource not in requests:
+            continue
+        value = _value(limits, requests, resource, where)
+        if value is None:
+            continue
+        if memory is not None:
+            raise Refusal(
+                f"{where}.resources: asks GPU memory twice ({memory.source} and "
+                f"{resource}); keep one"
+            )
+        memory = _Memory(
+            _resource_mib(value, unit, resource, where), f"{resource}={shorten(value)}"
+        )
+    return memory
+
+
+def _resource_mib(value: object, unit: int, resource: str, where: str) -> int:
+    try:
+        return quantity.to_mib(value, unit)
+    except quantity.QuantityError as err:
+        raise Refusal(
+            f"{where}.resources.limits[{resource}]: {err}; write the "
+            f"GPU memory as a whole number, e.g. {resource}: 2"
+        ) from None
+
+
+def _annotation_memory_wins(memory: _Memory | None, annotated: _Memory, where: str) -> _Memory:
+    """The annotation's memory for the container it targets; a different resource ask is refused."""
+    if memory is not None and memory.mib != annotated.mib:
+        raise Refusal(
+            f"{where}.resources: asks {memory.source} but the pod annotation asks "
+            f"{annotated.source}; keep one"
+        )
+    return annotated
+
+
+def _gpu_count(limits: KubeObject, requests: KubeObject, where: str) -> int:
+    raw_gpus = _value(limits, requests, GPU_RESOURCE, where)
+    try:
+        return 0 if raw_gpus is None else quantity.count(raw_gpus)
+    except quantity.QuantityError as err:
+        raise Refusal(
+            f"{where}.resources.limits[{GPU_RESOURCE}]: {err}; ask for "
+            f"{GPU_RESOURCE}: 1 (or GPU memory) instead"
+        ) from None
 
 
 def effective_gpus(asks: list[Ask]) -> int:

@@ -106,26 +106,49 @@ def _verdict(result: dict[str, Any]) -> dict[str, Any]:
 
 
 def _print_outputs(results: list[dict[str, Any]], output: str | None) -> None:
+    """Warnings and denials on stderr, then the results on stdout in the `--output` format."""
+    _print_notices(results)
+    fmt = output or _default_format(results)
+    if fmt == "patch":
+        _print_patches(results)
+    elif fmt == "json":
+        _print_json(results)
+    else:
+        _print_yaml(results)
+
+
+def _print_notices(results: list[dict[str, Any]]) -> None:
     for result in results:
         for warning in result["warnings"]:
             print(f"Warning: {result['ref']}: {warning}", file=sys.stderr)
         if not result["allowed"]:
             print(f"Denied: {result['where']} {result['ref']}: {result['reason']}", file=sys.stderr)
-    is_review = [("review" in r) for r in results]
-    fmt = output or ("json" if results and all(is_review) else "yaml")
-    if fmt == "patch":
-        for result in results:
-            print(json.dumps(result["patch"]))
-    elif fmt == "json":
-        out = [r["review"] if "review" in r else _verdict(r) for r in results]
-        print(json.dumps(out[0] if len(out) == 1 and is_review[0] else out, indent=2))
-    else:
-        shown = [
-            r.get("review") if "review" in r else r["object"]
-            for r in results
-            if r["allowed"] or "review" in r
-        ]
-        sys.stdout.write(dump_all(shown))
+
+
+def _default_format(results: list[dict[str, Any]]) -> str:
+    """json when every input was an AdmissionReview, else yaml."""
+    return "json" if results and all("review" in r for r in results) else "yaml"
+
+
+def _print_patches(results: list[dict[str, Any]]) -> None:
+    for result in results:
+        print(json.dumps(result["patch"]))
+
+
+def _print_json(results: list[dict[str, Any]]) -> None:
+    out = [r["review"] if "review" in r else _verdict(r) for r in results]
+    # One AdmissionReview in gives one AdmissionReview out, as the server would answer it.
+    print(json.dumps(out[0] if len(out) == 1 and "review" in results[0] else out, indent=2))
+
+
+def _print_yaml(results: list[dict[str, Any]]) -> None:
+    # A denied manifest is left out: it would not be admitted, and its denial is on stderr.
+    shown = [
+        r.get("review") if "review" in r else r["object"]
+        for r in results
+        if r["allowed"] or "review" in r
+    ]
+    sys.stdout.write(dump_all(shown))
 
 
 def run(args: argparse.Namespace) -> int:

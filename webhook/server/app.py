@@ -13,6 +13,7 @@ import logging
 import ssl
 import time
 from collections.abc import Mapping
+from dataclasses import dataclass
 
 import orjson
 from flask import Flask, Response, g, request
@@ -28,6 +29,7 @@ from werkzeug.exceptions import (
 )
 
 from webhook import admission
+from webhook.policy import PolicySet
 
 from . import access_log, metrics
 from .discovered import Discovery
@@ -124,102 +126,147 @@ def create_app(
     When ``certificates`` has a client CA, reviews require a verified client certificate."""
     app = Flask("webhook.server")
     client_ca = certificates is not None and certificates.client_ca is not None
+    _route_reviews(app, policies, discovery, client_ca)
+    _route_probes(app, policies, certificates)
+    _route_metrics(app, certificates)
+    app.register_error_handler(HTTPException, _http_error)
+    app.register_error_handler(Exception, _internal_error)
+    return app
 
-    def answer(endpoint: str, mutate: bool) -> Response:
-        start = time.perf_counter()
-        body: object = None
-        try:
-            if client_ca:
-                require_client_certificate()
-            body = read_review_body()
-            g.uid = _uid(body)
-            current = policies.current
-            if current is None:
-                raise ServiceUnavailable(
-                    f"no policy loaded yet from {policies.path}: {policies.error}"
-                )
-            if discovery is not None:
-                current = discovery.merged(current)
-            try:
-                result = admission.review(body, current, mutate=mutate)
-            except admission.BadReview as exc:
-                raise BadRequest(str(exc)) from None
-            payload = admission.encode(result.response)
-        except Exception as exc:
-            _record(endpoint, _status_code(exc), start, body)
-            raise
-        _record(endpoint, 200, start, body, result)
-        return _json_response(payload)
 
-    def _record(
-        endpoint: str,
-        code: int,
-        start: float,
-        body: object,
-        result: admission.ReviewResult | None = None,
-    ) -> None:
-        seconds = time.perf_counter() - start
-        if result is None:
-            metrics.observe_error(endpoint, code, seconds)
-            access_log.write(access_log.failed(endpoint, code, seconds, body))
-        else:
-            metrics.observe_review(endpoint, result.decision, seconds)
-            access_log.write(access_log.reviewed(endpoint, seconds, result))
+def _route_reviews(
+    app: Flask, policies: PolicyStore, discovery: Discovery | None, client_ca: bool
+) -> None:
+    reviews = _Reviews(policies, discovery, client_ca)
 
     @app.post("/mutate")
     def mutate() -> Response:
-        return answer("mutate", mutate=True)
+        return reviews.answer("mutate", mutate=True)
 
     @app.post("/validate")
     def validate() -> Response:
-        return answer("validate", mutate=False)
+        return reviews.answer("validate", mutate=False)
 
+
+@dataclass(frozen=True)
+class _Reviews:
+    """What ``/mutate`` and ``/validate`` share: the policy source and the client-CA switch."""
+
+    policies: PolicyStore
+    discovery: Discovery | None
+    client_ca: bool
+
+    def answer(self, endpoint: str, mutate: bool) -> Response:
+        """Review the current request; count and log it, whether it is answered or raises."""
+        start = time.perf_counter()
+        body: object = None
+        try:
+            if self.client_ca:
+                require_client_certificate()
+            body = read_review_body()
+            g.uid = _uid(body)
+            result = _review(body, self.policy_set(), mutate)
+            payload = admission.encode(result.response)
+        except Exception as exc:
+            # The error handlers write the answer; only here are the start and the body known.
+            _record_failure(endpoint, _status_code(exc), start, body)
+            raise
+        _record_review(endpoint, start, result)
+        return _json_response(payload)
+
+    def policy_set(self) -> PolicySet:
+        """The policy to decide with now; 503 until one has loaded."""
+        current = self.policies.current
+        if current is None:
+            raise ServiceUnavailable(
+                f"no policy loaded yet from {self.policies.path}: {self.policies.error}"
+            )
+        if self.discovery is not None:
+            current = self.discovery.merged(current)
+        return current
+
+
+def _review(body: object, policies: PolicySet, mutate: bool) -> admission.ReviewResult:
+    """The shared decision on ``body``; a malformed AdmissionReview is a 400."""
+    try:
+        return admission.review(body, policies, mutate=mutate)
+    except admission.BadReview as exc:
+        raise BadRequest(str(exc)) from None
+
+
+def _record_failure(endpoint: str, code: int, start: float, body: object) -> None:
+    seconds = time.perf_counter() - start
+    metrics.observe_error(endpoint, code, seconds)
+    access_log.write(access_log.failed(endpoint, code, seconds, body))
+
+
+def _record_review(endpoint: str, start: float, result: admission.ReviewResult) -> None:
+    seconds = time.perf_counter() - start
+    metrics.observe_review(endpoint, result.decision, seconds)
+    access_log.write(access_log.reviewed(endpoint, seconds, result))
+
+
+def _route_probes(
+    app: Flask, policies: PolicyStore, certificates: CertificateReloader | None
+) -> None:
     @app.get("/healthz")
     def healthz() -> Response:
         return _json_response(b'{"status":"ok"}')
 
     @app.get("/readyz")
     def readyz() -> Response:
-        problems = []
-        if policies.current is None:
-            problems.append(f"no policy loaded from {policies.path}: {policies.error}")
-        if certificates is not None:
-            certificates.context()
-            if certificates.error:
-                problems.append(certificates.error)
+        problems = _readiness_problems(policies, certificates)
         if problems:
             return _json_response(orjson.dumps({"status": "not ready", "problems": problems}), 503)
         return _json_response(
             orjson.dumps({"status": "ready", "policyGeneration": policies.generation})
         )
 
+
+def _readiness_problems(
+    policies: PolicyStore, certificates: CertificateReloader | None
+) -> list[str]:
+    """Why this worker cannot answer reviews yet; empty when it can."""
+    problems = []
+    if policies.current is None:
+        problems.append(f"no policy loaded from {policies.path}: {policies.error}")
+    if certificates is not None:
+        # context() rechecks the files once their interval has passed: the error is current.
+        certificates.context()
+        if certificates.error:
+            problems.append(certificates.error)
+    return problems
+
+
+def _route_metrics(app: Flask, certificates: CertificateReloader | None) -> None:
     @app.get("/metrics")
     def prometheus() -> Response:
         if certificates is not None:
+            # context() rechecks the files once their interval has passed: the expiry is current.
             certificates.context()
             metrics.certificate_expires(certificates.not_after)
         data, content_type = metrics.render()
         return Response(data, content_type=content_type)
 
-    @app.errorhandler(HTTPException)
-    def http_error(exc: HTTPException) -> Response:
-        # Every werkzeug error class has a description; a bare subclass may not, and the
-        # Status message must be a string.
-        message, headers = exc.description or exc.name, None
-        if isinstance(exc, NotFound):
-            message = f"no endpoint {request.path}; this server answers {ENDPOINTS}"
-        elif isinstance(exc, MethodNotAllowed):
-            allowed = ", ".join(sorted(exc.valid_methods or ()))
-            message = f"{request.method} is not allowed on {request.path} (allowed: {allowed})"
-            headers = {"Allow": allowed}
-        code = _status_code(exc)
-        return _json_response(status_body(code, message, g.get("uid")), code, headers)
 
-    @app.errorhandler(Exception)
-    def internal_error(exc: Exception) -> Response:
-        uid = g.get("uid")
-        log.exception("review %s failed", uid or "(no uid)")
-        message = f"internal error while reviewing {uid}" if uid else "internal error"
-        return _json_response(status_body(500, f"{message}: {type(exc).__name__}", uid), 500)
+def _http_error(exc: HTTPException) -> Response:
+    """A werkzeug error as a ``Status``; 404 and 405 say what this server does answer."""
+    # Every werkzeug error class has a description; a bare subclass may not, and the
+    # Status message must be a string.
+    message, headers = exc.description or exc.name, None
+    if isinstance(exc, NotFound):
+        message = f"no endpoint {request.path}; this server answers {ENDPOINTS}"
+    elif isinstance(exc, MethodNotAllowed):
+        allowed = ", ".join(sorted(exc.valid_methods or ()))
+        message = f"{request.method} is not allowed on {request.path} (allowed: {allowed})"
+        headers = {"Allow": allowed}
+    code = _status_code(exc)
+    return _json_response(status_body(code, message, g.get("uid")), code, headers)
 
-    return app
+
+def _internal_error(exc: Exception) -> Response:
+    """Any other exception: logged with its traceback, answered as a 500 ``Status``."""
+    uid = g.get("uid")
+    log.exception("review %s failed", uid or "(no uid)")
+    message = f"internal error while reviewing {uid}" if uid else "internal error"
+    return _json_response(status_body(500, f"{message}: {type(exc).__name__}", uid), 500)
