@@ -1,6 +1,8 @@
 """Checks against real nodes (`--nodes FILE`) over a mixed fleet built from the seed's labels:
 vgn5i lightweight nodes, a full T4 pool with four GPUs per node, an ACK cGPU pool."""
 
+import json
+
 import pytest
 
 from tests.support.builders import container, gpu_mem, pod
@@ -63,3 +65,16 @@ def test_whole_gpu_pods_land_on_no_lightweight_node(gpus):
 def test_an_unreadable_nodes_file_exits_2(tmp_path):
     code, out, _ = run_cli("policy", "check", MIXED, "--nodes", str(tmp_path / "absent.yaml"))
     assert code == 2 and out.startswith("ok: ") and "error: " in out
+
+
+def test_review_names_the_governing_policy_and_checks_placement(tmp_path):
+    """`review --nodes`: exit 1 when an admitted pod's final placement matches no node."""
+    placed = tmp_path / "placed.json"
+    placed.write_text(json.dumps(pod(gpu_mem(2))))
+    code, out, _ = run_cli("review", str(placed), "-o", "json", "--nodes", NODES)
+    assert code == 0
+    assert json.loads(out)[0]["policy"] == "default"
+    stranded = tmp_path / "stranded.json"
+    stranded.write_text(json.dumps(pod(gpu_mem(2), node_selector={"example.com/pool": "a100"})))
+    code, _, err = run_cli("review", str(stranded), "-o", "json", "--nodes", NODES)
+    assert code == 1 and "Unschedulable:" in err and "match no node" in err

@@ -15,9 +15,11 @@ from typing import Any
 from webhook import DEFAULT_POLICIES
 from webhook.admission import KIND as REVIEW_KIND
 from webhook.admission import BadReview, review
+from webhook.api.workload import dig, group_of, template_path
 from webhook.core.decision import decide
 from webhook.policy import PolicyError, PolicySet, load_policies
 
+from .cluster import read_nodes, unplaceable
 from .manifests import Document, InputError, read_documents
 from .yaml_output import dump_all
 
@@ -55,6 +57,12 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         default="default",
         help="namespace for manifests that name none (default: %(default)s)",
     )
+    parser.add_argument(
+        "--nodes",
+        metavar="FILE",
+        help="`kubectl get nodes -o yaml` output: exit 1 when an admitted pod's final "
+        "nodeSelector and required node affinity match no node",
+    )
     parser.set_defaults(func=run)
 
 
@@ -78,6 +86,7 @@ def _review_one(doc: Document, policies: PolicySet, default_ns: str) -> dict[str
             "reason": result.decided.reason,
             "warnings": answer.get("warnings", []),
             "profile": result.profile,
+            "policy": _governing(policies, result.namespace),
             "ref": f"{result.kind}/{result.namespace}/{result.name}",
         }
     if not isinstance(body, dict):
@@ -96,12 +105,28 @@ def _review_one(doc: Document, policies: PolicySet, default_ns: str) -> dict[str
         "reason": decision.reason,
         "warnings": list(decision.warnings),
         "profile": decision.profile,
+        "policy": _governing(policies, str(namespace)),
         "ref": f"{body.get('kind')}/{namespace}/{name}",
     }
 
 
+def _governing(policies: PolicySet, namespace: str) -> str | None:
+    policy = policies.for_namespace(namespace) if namespace else None
+    return policy.name if policy else None
+
+
 def _verdict(result: dict[str, Any]) -> dict[str, Any]:
-    keys = ("where", "ref", "outcome", "allowed", "profile", "reason", "warnings", "patch")
+    keys = (
+        "where",
+        "ref",
+        "policy",
+        "outcome",
+        "allowed",
+        "profile",
+        "reason",
+        "warnings",
+        "patch",
+    )
     return {k: result[k] for k in keys}
 
 
@@ -164,5 +189,33 @@ def run(args: argparse.Namespace) -> int:
     except InputError as err:
         print(f"error: {err}", file=sys.stderr)
         return 2
+    unplaced = _unplaced(results, args.nodes) if args.nodes else []
+    if unplaced is None:
+        return 2
     _print_outputs(results, args.output)
-    return 0 if all(r["allowed"] for r in results) else 1
+    for result in unplaced:
+        print(
+            f"Unschedulable: {result['where']} {result['ref']}: its nodeSelector and required "
+            f"node affinity match no node of {args.nodes}",
+            file=sys.stderr,
+        )
+    return 0 if all(r["allowed"] for r in results) and not unplaced else 1
+
+
+def _unplaced(results: list[dict[str, Any]], nodes_file: str) -> list[dict[str, Any]] | None:
+    """The admitted results whose final pod spec matches no node; None if FILE is unreadable."""
+    try:
+        nodes = read_nodes(nodes_file)
+    except InputError as err:
+        print(f"error: {err}", file=sys.stderr)
+        return None
+    unplaced = []
+    for result in results:
+        obj = result["object"]
+        if not (result["allowed"] and isinstance(obj, dict)):
+            continue
+        path = template_path(group_of(obj.get("apiVersion")), obj.get("kind"))
+        spec = dig(obj, (*path, "spec")) if path is not None else None
+        if isinstance(spec, dict) and unplaceable(spec, nodes):
+            unplaced.append(result)
+    return unplaced
