@@ -1,0 +1,54 @@
+"""The corpus on a mixed fleet (vgn5i lightweight nodes, a full T4 pool, an ACK cGPU pool;
+`tests/data/nodes/mixed-fleet.yaml`) under `policies/examples/mixed-fleet.yaml`: every pod the
+webhook rewrites can be scheduled (the scheduler's node affinity filter, imitated by
+`tests/fakes/scheduler_affinity.py`), and whole-GPU pods land on no lightweight node.
+"""
+
+import pytest
+
+from tests.fakes.scheduler_affinity import schedulable
+from tests.support.manifests import corpus_files, named_documents
+from tests.support.paths import DATA, REPO
+from webhook.api.workload import dig, group_of, template_path
+from webhook.core.decision import decide
+from webhook.offline.cluster import read_nodes
+from webhook.policy import load_policies
+
+NODES = read_nodes(str(DATA / "nodes" / "mixed-fleet.yaml"))
+LIGHTWEIGHT = {n for n in NODES if n.startswith("vgn5i-")}
+POLICY = load_policies(REPO / "policies" / "examples" / "mixed-fleet.yaml").policies[0]
+CASES = [
+    (where, body)
+    for where, body in named_documents(corpus_files())
+    if isinstance(body, dict)
+    and template_path(group_of(body.get("apiVersion")), body.get("kind")) is not None
+]
+
+
+def final_spec(obj):
+    return dig(obj, (*template_path(group_of(obj["apiVersion"]), obj["kind"]), "spec"))
+
+
+def test_the_corpus_has_pods_of_both_kinds():
+    outcomes = {decide(body, POLICY).reason.startswith("nvidia.com/gpu=") for _, body in CASES}
+    assert outcomes == {True, False}
+
+
+def fitting(obj):
+    spec = final_spec(obj)
+    return {name for name, labels in NODES.items() if schedulable(spec, name, labels)}
+
+
+@pytest.mark.parametrize("body", [b for _, b in CASES], ids=[w for w, _ in CASES])
+def test_rewritten_pods_are_schedulable_and_whole_gpus_stay_off_lightweight(body):
+    decision = decide(body, POLICY)
+    if decision.outcome != "mutated":
+        return  # left as written: its placement is its author's
+    after = fitting(decision.obj)
+    if decision.profile is None:
+        # A whole-GPU pod kept off the classes: off every lightweight node, and still on every
+        # other node its own selectors allowed (a GKE or GPU-product selector may allow none).
+        assert not after & LIGHTWEIGHT, decision.reason
+        assert fitting(body) - LIGHTWEIGHT <= after
+    else:
+        assert after and after <= LIGHTWEIGHT, decision.reason
