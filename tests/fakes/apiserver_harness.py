@@ -44,10 +44,11 @@ from tests.fakes.apiserver_cel import bindings, match_conditions
 from tests.fakes.apiserver_rules import (
     CLUSTER_KINDS,
     as_received,
+    namespace_selector_matches,
+    object_selector_matches,
     resource_of,
     rule_matches,
     schema_error,
-    selector_matches,
 )
 from tests.support.https_client import Connection
 
@@ -282,19 +283,9 @@ class Apiserver:
             for r in spec.get("rules", [])
         ):
             return "skip"
-        # A cluster-scoped object other than a Namespace is never filtered by namespaceSelector.
-        scope = labels if namespaced else obj.get("metadata", {}).get("labels", {})
-        if (namespaced or obj["kind"] == "Namespace") and not selector_matches(
-            spec.get("namespaceSelector"), scope
-        ):
+        if not namespace_selector_matches(spec.get("namespaceSelector"), request, labels):
             return "skip"
-        if not any(
-            selector_matches(
-                spec.get("objectSelector"), (o.get("metadata") or {}).get("labels", {})
-            )
-            for o in (obj, old)
-            if o
-        ):
+        if not object_selector_matches(spec.get("objectSelector"), request):
             return "skip"
         return match_conditions(spec.get("matchConditions", []), bindings(obj, old, request))
 
