@@ -8,6 +8,7 @@ or a usage error, with the message on stderr. A few complete outputs are kept in
 from __future__ import annotations
 
 import base64
+import io
 import json
 
 import pytest
@@ -19,6 +20,7 @@ from tests.support.golden import check_golden
 from tests.support.paths import EXAMPLES, GOLDEN, REPO
 from tests.support.policies import default_policies, default_policy
 from webhook.admission import review
+from webhook.cli import main
 from webhook.core.decision import decide
 
 SEED = EXAMPLES / "cuda-sample.yaml"
@@ -247,3 +249,17 @@ def test_a_top_level_yaml_sequence_holds_documents_like_a_json_array():
         == run_cli("review", "-", "-o", "json", stdin=as_json)[:2]
     )
     assert run_cli("review", "-", stdin=as_yaml)[0] == 1
+
+
+def test_no_argument_on_a_terminal_says_what_it_expects(monkeypatch, capsys):
+    """With no path and stdin a terminal, review says what it wants instead of waiting."""
+
+    class Terminal(io.StringIO):
+        def isatty(self) -> bool:
+            return True
+
+    monkeypatch.setattr("sys.stdin", Terminal(""))
+    assert main(["review"]) == 2
+    assert "no manifests given" in capsys.readouterr().err
+    monkeypatch.setattr("sys.stdin", Terminal(""))
+    assert main(["review", "-"]) == 2  # `-` reads the terminal as asked: here it is empty

@@ -178,6 +178,14 @@ def _print_yaml(results: list[dict[str, Any]]) -> None:
 
 def run(args: argparse.Namespace) -> int:
     """Review every input document; print per `--output`; return 0, 1 or 2."""
+    if not args.paths and sys.stdin.isatty():
+        # Waiting silently on a terminal looks like a hang: stdin is read only with `-` or a pipe.
+        print(
+            "error: no manifests given: name files or directories, or pipe them in "
+            "(kubectl get deploy -o yaml | lwgpu review -)",
+            file=sys.stderr,
+        )
+        return 2
     try:
         policies = load_policies(args.policies)
     except PolicyError as err:
