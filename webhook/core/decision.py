@@ -17,6 +17,7 @@ from webhook.api.workload import as_map, dig, field_path, group_of, template_pat
 from webhook.policy import Policy, Profile
 
 from .asks import Ask, Refusal, effective_gpus, pod_mentions_gpu, read_asks
+from .edit import Editor
 from .lifecycle import left_alone
 from .others import exclusions, other_system
 from .placement import Constraints, admits, best_fit, constraints, own_choice, without_selector
@@ -132,15 +133,7 @@ def _decide_gpu_pod(
         f"{biggest.source} ({memory}Mi) -> {GPU_RESOURCE}=1 on {choice.name} "
         f"({choice.selector_text})"
     )
-    return Decision(
-        "mutated",
-        edit.root,
-        path,
-        reason=change,
-        warnings=(shorten(f"lwgpu: {change}", WARNING_LIMIT),),
-        profile=choice.name,
-        patch=tuple(edit.ops),
-    )
+    return _mutated(edit, path, change, choice.name)
 
 
 def _whole_gpus(
@@ -182,12 +175,20 @@ def _kept_off(
         + "; ".join(f"{e['key']} NotIn {','.join(e['values'])}" for e in expressions)
         + ")"
     )
+    return _mutated(edit, path, change)
+
+
+def _mutated(
+    edit: Editor, path: tuple[str, ...], change: str, profile: str | None = None
+) -> Decision:
+    """The rewritten object and its patch; `change` is the reason and, cut short, the warning."""
     return Decision(
         "mutated",
         edit.root,
         path,
         reason=change,
         warnings=(shorten(f"lwgpu: {change}", WARNING_LIMIT),),
+        profile=profile,
         patch=tuple(edit.ops),
     )
 
