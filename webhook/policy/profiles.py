@@ -10,6 +10,7 @@ every node of the class carries (the cloud sets `aliyun.accelerator/nvidia_name`
 from __future__ import annotations
 
 import re
+from decimal import Decimal
 from typing import Any
 
 from webhook.api import quantity
@@ -22,6 +23,8 @@ from .model import Profile, frozen_map
 
 _PROFILE_NAME = re.compile(r"[A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?")
 _FIELDS = {"name", "memory", "nodeSelector", "nodeLabels", "tolerations"}
+_DECIMAL = re.compile(r"(?P<number>[0-9]+(?:\.[0-9]+)?)(?P<suffix>[kMGTPE])")
+_POWERS = {"k": 1, "M": 2, "G": 3, "T": 4, "P": 5, "E": 6}
 
 
 def _memory(doc: Document, raw: dict[str, Any], path: str) -> int | None:
@@ -35,9 +38,25 @@ def _memory(doc: Document, raw: dict[str, Any], path: str) -> int | None:
         doc.error(f"{path}.memory", f"{err}; write e.g. 2048Mi or 2Gi")
         return None
     if not whole:
-        doc.error(f"{path}.memory", f"{shorten(raw['memory'])!r} is not a whole number of MiB")
+        doc.error(f"{path}.memory", _not_whole(raw["memory"]))
         return None
     return memory
+
+
+def _not_whole(value: Any) -> str:
+    """Why a memory quantity is not whole MiB, with the binary spelling when that is whole."""
+    text = str(value)
+    if match := _DECIMAL.fullmatch(text):
+        power, number = _POWERS[match["suffix"]], match["number"]
+        binary = f"{number}{'K' if match['suffix'] == 'k' else match['suffix']}i"
+        if (Decimal(number) * 1024**power) % quantity.MIB == 0:
+            return (
+                f"{text!r} is read as {number} x 10^{3 * power} bytes (a decimal suffix), not a "
+                f"whole number of MiB; write {binary} for binary units"
+            )
+    elif re.fullmatch(r"[0-9]+", text):
+        return f"{text!r} is read as bytes, not a whole number of MiB; write {text}Mi for MiB"
+    return f"{shorten(value)!r} is not a whole number of MiB; write e.g. 2048Mi or 2Gi"
 
 
 def _labels(doc: Document, value: Any, path: str, *, required: bool) -> dict[str, str] | None:
