@@ -12,7 +12,8 @@ import pytest
 
 from tests.fakes.inventory import FakeInventory
 from tests.support.builders import gpu_node
-from webhook.kube.inventory import NodeInventory, profiles_from_labels
+from webhook.core.nodes import profiles_from_labels
+from webhook.kube.inventory import NodeInventory
 
 BOUNDARY = ["profiles", "age_seconds", "running", "stop"]
 

@@ -8,8 +8,9 @@ import pytest
 
 from tests.support.builders import MEM, NAME, gpu_node
 from tests.support.waiting import wait_for
+from webhook.core.nodes import profiles_from_labels
 from webhook.core.placement import best_fit
-from webhook.kube.inventory import NodeInventory, profiles_from_labels
+from webhook.kube.inventory import NodeInventory
 from webhook.policy import Profile
 
 

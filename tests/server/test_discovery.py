@@ -21,7 +21,7 @@ from tests.support.builders import MEM, admission_review, gpu_node, gpu_pod
 from tests.support.paths import REPO
 from tests.support.server import free_port, serving
 from tests.support.waiting import wait_for
-from webhook.kube.inventory import profiles_from_labels
+from webhook.core.nodes import profiles_from_labels
 from webhook.policy import load_policies
 from webhook.server.discovered import Discovery
 
