@@ -60,6 +60,8 @@ BASE_OBJECTS = (
         ("ConfigMap", "lwgpu-policies"),
         ("MutatingWebhookConfiguration", "lwgpu-mutate"),
         ("ValidatingWebhookConfiguration", "lwgpu-validate"),
+        ("NetworkPolicy", "lwgpu-default-deny"),
+        ("NetworkPolicy", "lwgpu-webhook"),
     }
     | {
         (k, "lwgpu-webhook")
