@@ -6,7 +6,12 @@ IsValidLabelValue) and `pkg/apis/core/validation/validation.go` (ValidateTolerat
 
 import pytest
 
-from webhook.api.validation import is_label_value, is_qualified_name, toleration_errors
+from webhook.api.validation import (
+    is_label_value,
+    is_qualified_name,
+    label_value_error,
+    toleration_errors,
+)
 
 
 @pytest.mark.parametrize(
@@ -48,6 +53,38 @@ def test_qualified_names(key, valid):
 )
 def test_label_values(value, valid):
     assert is_label_value(value) is valid
+    # A message exactly when the value is refused.
+    assert (label_value_error(value) is None) is valid
+
+
+@pytest.mark.parametrize(
+    ("value", "space", "message"),
+    [
+        (
+            "2048 MiB",
+            "",
+            "'2048 MiB' is not a label value: it contains a space (allowed: letters, digits, "
+            "'-', '_', '.'); write '2048MiB'",
+        ),
+        ("GRID P4\t2Q", "-", "it contains a tab and a space (allowed: letters, digits"),
+        ("GRID P4\t2Q", "-", "write 'GRID-P4-2Q'"),
+        ("a:b c", "", "it contains a space and ':' (allowed"),  # no suggestion: ':' stays
+        ("a!b@c#d$e%f", "", "it contains '!', '#', '$', '%' and others"),
+        ("a" * 64, "", "it is 64 characters long (at most 63)"),
+        ("-x", "", "it starts with '-' (it must start and end with a letter or digit)"),
+        ("x.", "", "it ends with '.'"),
+        (2048, "", "2048 is not a label value: it is a number, not a string; quote it: '2048'"),
+        (True, "", "true is not a label value: it is a boolean, not a string; quote it: 'true'"),
+        ([1], "", "[1] is not a label value: it is a list, not a string"),
+        ({"a": 1}, "", "it is a mapping, not a string"),
+        (None, "", "it is null, not a string"),
+    ],
+)
+def test_label_value_errors_say_what_is_wrong(value, space, message):
+    error = label_value_error(value, space=space)
+    assert error is not None and message in error
+    if isinstance(value, str) and ":" in value:
+        assert "write" not in error
 
 
 @pytest.mark.parametrize(

@@ -16,6 +16,8 @@ from __future__ import annotations
 import re
 from collections.abc import Mapping
 
+from .text import shorten
+
 _NAME = re.compile(r"[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?")
 _DNS_SUBDOMAIN = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*")
 NAME_LIMIT = 63  # the name part of a qualified name, and a label value
@@ -48,6 +50,70 @@ def is_label_value(value: object) -> bool:
     return isinstance(value, str) and (
         value == "" or (len(value) <= NAME_LIMIT and bool(_NAME.fullmatch(value)))
     )
+
+
+def _yaml_type(value: object) -> str:
+    """What a policy author wrote, in YAML's words rather than Python's."""
+    if isinstance(value, bool):
+        return "a boolean"
+    if isinstance(value, int | float):
+        return "a number"
+    if isinstance(value, dict):
+        return "a mapping"
+    if isinstance(value, list):
+        return "a list"
+    return "null" if value is None else "not a string"
+
+
+def _characters(found: list[str]) -> str:
+    """`a space and ':'` for a message; at most four characters are named."""
+    named = ["a space" if c == " " else "a tab" if c == "\t" else repr(c) for c in found[:4]]
+    if len(found) > 4:
+        return ", ".join(named) + " and others"
+    return " and ".join([", ".join(named[:-1]), named[-1]] if len(named) > 1 else named)
+
+
+def label_value_problem(value: object) -> str | None:
+    """What is wrong with `value` as a label value (`IsValidLabelValue`), None when nothing is.
+
+    The answer names the one rule broken (a space, the length, the first character), so the
+    author need not compare the value with the whole grammar.
+    """
+    if not isinstance(value, str):
+        kind = _yaml_type(value)
+        if kind in ("a number", "a boolean"):
+            return f"it is {kind}, not a string; quote it: '{_yaml_text(value)}'"
+        return f"it is {kind}, not a string"
+    if is_label_value(value):
+        return None
+    if len(value) > NAME_LIMIT:
+        return f"it is {len(value)} characters long (at most {NAME_LIMIT})"
+    bad = sorted({c for c in value if not (c.isascii() and (c.isalnum() or c in "-_."))})
+    if bad:
+        return f"it contains {_characters(bad)} (allowed: letters, digits, '-', '_', '.')"
+    end = "starts" if not value[0].isalnum() else "ends"
+    edge = value[0] if end == "starts" else value[-1]
+    return f"it {end} with {edge!r} (it must start and end with a letter or digit)"
+
+
+def _yaml_text(value: object) -> str:
+    """A scalar as YAML writes it (`true`, not Python's `True`)."""
+    return ("true" if value else "false") if isinstance(value, bool) else str(value)
+
+
+def label_value_error(value: object, what: str = "a label value", space: str = "") -> str | None:
+    """The message for `value` that is not `what` (a label value), None when it is one.
+
+    A string whose only fault is whitespace gets a suggestion, its whitespace runs replaced
+    by `space`; a number or boolean is told to be quoted.
+    """
+    problem = label_value_problem(value)
+    if problem is None:
+        return None
+    shown = repr(shorten(value)) if isinstance(value, str) else shorten(_yaml_text(value))
+    message = f"{shown} is not {what}: {problem}"
+    fixed = space.join(value.split()) if isinstance(value, str) else ""
+    return message + (f"; write {fixed!r}" if fixed and is_label_value(fixed) else "")
 
 
 def toleration_errors(toleration: object) -> list[tuple[str, str]]:
@@ -86,7 +152,7 @@ def toleration_errors(toleration: object) -> list[tuple[str, str]]:
             errors.append(("effect", "must be NoExecute when tolerationSeconds is set"))
     if operator in ("Equal", ""):
         if not is_label_value(value):
-            errors.append(("value", f"{value!r} is not a label value"))
+            errors.append(("value", str(label_value_error(value))))
     elif operator == "Exists":
         if value:
             errors.append(("value", f"must be empty when operator is Exists, got {value!r}"))

@@ -16,12 +16,15 @@ from typing import Any
 from webhook.api import quantity
 from webhook.api.names import MEM_LABEL
 from webhook.api.text import shorten
-from webhook.api.validation import is_label_value, is_qualified_name, toleration_errors
+from webhook.api.validation import (
+    is_qualified_name,
+    label_value_error,
+    toleration_errors,
+)
 
 from .document import Document
 from .model import Profile, frozen_map
 
-_PROFILE_NAME = re.compile(r"[A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?")
 _FIELDS = {"name", "memory", "nodeSelector", "nodeLabels", "tolerations"}
 _DECIMAL = re.compile(r"(?P<number>[0-9]+(?:\.[0-9]+)?)(?P<suffix>[kMGTPE])")
 _POWERS = {"k": 1, "M": 2, "G": 3, "T": 4, "P": 5, "E": 6}
@@ -59,6 +62,18 @@ def _not_whole(value: Any) -> str:
     return f"{shorten(value)!r} is not a whole number of MiB; write e.g. 2048Mi or 2Gi"
 
 
+def _name(doc: Document, name: Any, path: str) -> bool:
+    """A class name is a label value (pods may be pinned by it), and not empty."""
+    if name is None or name == "":
+        doc.error(path, "is required: letters, digits, '-', '_', '.' (e.g. GRID-P4-2Q)")
+        return False
+    # As label-node writes a GPU's name: spaces become '-' (GRID P4-2Q -> GRID-P4-2Q).
+    message = label_value_error(name, "a class name", space="-")
+    if message is not None:
+        doc.error(path, message)
+    return message is None
+
+
 def _labels(doc: Document, value: Any, path: str, *, required: bool) -> dict[str, str] | None:
     """A label map (`nodeSelector`, `nodeLabels`), every key and value valid, else None."""
     if not isinstance(value, dict) or (required and not value):
@@ -67,12 +82,11 @@ def _labels(doc: Document, value: Any, path: str, *, required: bool) -> dict[str
     ok = True
     for key, label in value.items():
         ok &= doc.check(is_qualified_name(key), f"{path}.{key}", "is not a label key")
-        ok &= doc.check(
-            is_label_value(label),
-            f"{path}.{key}",
-            f"{shorten(label)!r} is not a label value: at most 63 letters, digits, '-', '_' or "
-            "'.', starting and ending with a letter or digit; quote numbers as strings",
-        )
+        # Spaces are dropped, not turned into '-': "2048 MiB" means the label 2048MiB.
+        message = label_value_error(label)
+        if message is not None:
+            doc.error(f"{path}.{key}", message)
+            ok = False
     return dict(value) if ok else None
 
 
@@ -93,11 +107,7 @@ def _tolerations(doc: Document, value: Any, path: str) -> list[dict[str, Any]] |
 def _profile(doc: Document, raw: Any, path: str) -> Profile | None:
     raw = doc.mapping(raw, path, _FIELDS)
     name = raw.get("name")
-    named = doc.check(
-        isinstance(name, str) and bool(_PROFILE_NAME.fullmatch(name)),
-        f"{path}.name",
-        "is required: letters, digits, '-', '_', '.' (e.g. GRID-P4-2Q)",
-    )
+    named = _name(doc, name, f"{path}.name")
     memory = _memory(doc, raw, path)
     selector: dict[str, str] | None = {MEM_LABEL: f"{memory}MiB"}
     if raw.get("nodeSelector") is not None:
@@ -120,12 +130,41 @@ def _profile(doc: Document, raw: Any, path: str) -> Profile | None:
     )
 
 
-def _show(value: Any) -> str:
-    if isinstance(value, int):
-        return f"{value}Mi"
-    if isinstance(value, str):
-        return value
-    return ",".join(f"{k}={v}" for k, v in sorted(value.items()))
+def _duplicates(doc: Document, profiles: list[Profile | None]) -> None:
+    """One error per class that repeats an earlier one's name, selector, or both.
+
+    Equal memory is allowed (a P4-2Q and a T4-2Q are both 2 GiB): the listed order breaks
+    the tie, since the classes are sorted by memory with a stable sort.
+    """
+    names: dict[str, int] = {}
+    selectors: dict[tuple[tuple[str, str], ...], int] = {}
+    for index, profile in enumerate(profiles):
+        if profile is None:
+            continue
+        selector = tuple(sorted(profile.node_selector.items()))
+        same_name, same_selector = names.get(profile.name), selectors.get(selector)
+        where = f"spec.profiles[{index}]"
+        if same_name is not None and same_name == same_selector:
+            doc.error(
+                where,
+                f"repeats spec.profiles[{same_name}] (name {profile.name}, nodeSelector "
+                f"{profile.selector_text}); remove one of them",
+            )
+        else:
+            if same_name is not None:
+                doc.error(
+                    f"{where}.name",
+                    f"{profile.name!r} is already the name of spec.profiles[{same_name}]; "
+                    f"give each class its own name",
+                )
+            if same_selector is not None:
+                doc.error(
+                    f"{where}.nodeSelector",
+                    f"{profile.selector_text} already selects the nodes of "
+                    f"spec.profiles[{same_selector}]; give each class its own nodeSelector",
+                )
+        names.setdefault(profile.name, index)
+        selectors.setdefault(selector, index)
 
 
 def load_profiles(doc: Document, raw: Any) -> tuple[Profile, ...]:
@@ -134,20 +173,5 @@ def load_profiles(doc: Document, raw: Any) -> tuple[Profile, ...]:
         doc.error("spec.profiles", "must list at least one lightweight GPU class")
         return ()
     profiles = [_profile(doc, item, f"spec.profiles[{i}]") for i, item in enumerate(raw)]
-    valid = [p for p in profiles if p is not None]
-    # Equal memory is allowed (a P4-2Q and a T4-2Q are both 2 GiB): the listed order breaks
-    # the tie, since the classes are sorted by memory with a stable sort.
-    for attribute, label in (("name", "name"), ("node_selector", "nodeSelector")):
-        seen: dict[Any, int] = {}
-        for index, profile in enumerate(profiles):
-            if profile is None:
-                continue
-            value = getattr(profile, attribute)
-            key = tuple(sorted(value.items())) if isinstance(value, type(frozen_map())) else value
-            if key in seen:
-                doc.error(
-                    f"spec.profiles[{index}].{label}",
-                    f"duplicates spec.profiles[{seen[key]}] ({_show(value)})",
-                )
-            seen.setdefault(key, index)
-    return tuple(sorted(valid, key=lambda p: p.memory_mib))
+    _duplicates(doc, profiles)
+    return tuple(sorted((p for p in profiles if p is not None), key=lambda p: p.memory_mib))
