@@ -6,6 +6,7 @@ import argparse
 import re
 import shlex
 import shutil
+import socket
 import subprocess
 import sys
 from pathlib import Path
@@ -75,6 +76,8 @@ def test_unusable_tls_flags_exit_2(pairs, tmp_path, capsys, flags, message):
         (["--port", "70000"], "must be a TCP port (1-65535), got 70000"),
         (["--workers", "0"], "must be at least 1, got 0"),
         (["--threads", "-2"], "must be at least 1, got -2"),
+        (["--header-timeout", "0"], "must be more than 0 and at most 30 seconds, got 0"),
+        (["--body-timeout", "31"], "must be more than 0 and at most 30 seconds, got 31"),
     ],
 )
 def test_bad_numbers_are_usage_errors(capsys, flags, message):
@@ -139,3 +142,28 @@ def test_serve_without_tls_flags_answers_the_printed_curl(tmp_path):
     ]
     assert answer.returncode == 0, answer.stderr
     assert answer.stdout == '{"status":"ok"}'
+
+
+@pytest.mark.parametrize("reuse_port", [True, False], ids=["a gunicorn worker", "any listener"])
+def test_serve_refuses_a_port_in_use(pairs, capsys, reuse_port):
+    # A listener with SO_REUSEPORT is what a running `serve` holds: without the probe, a
+    # second server would bind beside it and the kernel would split the connections.
+    with socket.socket() as taken:
+        if reuse_port:
+            taken.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEPORT, 1)
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        assert main(["serve", "--port", str(port), "--tls-dir", str(pairs[0])]) == 2
+    err = capsys.readouterr().err
+    assert err == (
+        f"webhook serve: error: port {port} on 127.0.0.1 is already in use by another "
+        "process; stop it or choose another --port\n"
+    )
+
+
+def test_serve_flags_reach_the_read_limits():
+    parser = argparse.ArgumentParser()
+    cli.register(parser.add_subparsers())
+    args = parser.parse_args(["serve", "--handshake-timeout", "1.5", "--body-timeout", "2"])
+    assert (args.handshake_timeout, args.header_timeout, args.body_timeout) == (1.5, 3.0, 2.0)

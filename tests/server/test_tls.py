@@ -27,6 +27,7 @@ from tests.support.https_client import SNI, Connection, client_context
 from tests.support.paths import REPO
 from tests.support.server import make_certs, serving
 from tests.support.waiting import wait_for
+from webhook.server.connection import PLAIN_HTTP_ANSWER
 from webhook.server.tls import CertificateReloader
 
 POLICY = REPO / "policies" / "default.yaml"
@@ -93,13 +94,15 @@ def test_protocol_versions(server, version, accepted):
 
 
 def test_plain_http_is_refused(server):
+    # Answered as Go's net/http answers it (server.go, conn.serve: "Client sent an HTTP
+    # request to an HTTPS server."), before TLS and without reaching the app.
     with socket.create_connection(("127.0.0.1", server.port), timeout=10) as sock:
         sock.sendall(b"GET /healthz HTTP/1.1\r\nHost: localhost\r\n\r\n")
         reply = b""
         with contextlib.suppress(ConnectionResetError):
             while chunk := sock.recv(4096):
                 reply += chunk
-    assert not reply.startswith(b"HTTP/")
+    assert reply == PLAIN_HTTP_ANSWER
 
 
 class ReviewLoop(threading.Thread):

@@ -2,8 +2,11 @@
 
 Only identifying fields are logged, never the object: pod specs carry environment
 variables and annotations that may hold secrets. Each line goes out in a single
-``write(2)`` on file descriptor 1; lines are far below ``PIPE_BUF`` (4 KiB), so lines
-from concurrent threads and gunicorn workers never interleave in the container log.
+``write(2)`` on file descriptor 1. A write of at most ``PIPE_BUF`` (4096 bytes on Linux)
+to a pipe is atomic (pipe(7)), so lines from concurrent threads and gunicorn workers never
+interleave when stdout is a pipe shared by all of them: every text field is cut to a
+length (``FIELD_LIMITS``) that keeps the line below it, whatever a client sends as a uid
+or name, even when each character needs JSON's six-byte escape.
 """
 
 from __future__ import annotations
@@ -14,8 +17,23 @@ from collections.abc import Mapping
 import orjson
 
 from webhook.admission import ReviewResult, object_name, request_of
+from webhook.api.text import shorten
 
 STDOUT = 1
+PIPE_BUF = 4096
+# Characters kept of each text field: the apiserver's own bounds (a uid is 36 characters,
+# a namespace a 63-character label, an object name a 253-character subdomain), so no real
+# value is ever cut. Worst case: 522 characters x 6 bytes plus keys, about 3.3 KiB.
+FIELD_LIMITS = {
+    "uid": 64,
+    "namespace": 63,
+    "name": 253,
+    "kind": 63,
+    "operation": 16,
+    "endpoint": 16,
+    "decision": 16,
+    "profile": 63,
+}
 
 
 def _text(mapping: object, key: str) -> str:
@@ -67,4 +85,8 @@ def reviewed(endpoint: str, duration_s: float, result: ReviewResult) -> dict[str
 
 def write(fields: Mapping[str, object], fd: int = STDOUT) -> None:
     """Write one compact JSON line with one system call (see the module docstring for why)."""
-    os.write(fd, orjson.dumps(fields, option=orjson.OPT_APPEND_NEWLINE))
+    bounded = {
+        key: shorten(value, FIELD_LIMITS.get(key, 63)) if isinstance(value, str) else value
+        for key, value in fields.items()
+    }
+    os.write(fd, orjson.dumps(bounded, option=orjson.OPT_APPEND_NEWLINE))

@@ -33,14 +33,9 @@ from webhook.policy import PolicySet
 
 from . import access_log, metrics
 from .discovered import Discovery
+from .limits import MAX_BODY_BYTES
 from .policy_store import PolicyStore
 from .tls import CertificateReloader
-
-# The apiserver accepts request bodies up to 3 MiB (apiserver MaxRequestBodyBytes), so one
-# object is at most 3 MiB of JSON. An AdmissionReview for an UPDATE carries two of them
-# (object and oldObject), plus userInfo and options: 2 x 3 MiB + 1 MiB of headroom. A
-# larger body cannot come from the apiserver, and the cap bounds a worker's memory.
-MAX_BODY_BYTES = 7 * 1024 * 1024
 
 ENDPOINTS = "POST /mutate, POST /validate, GET /healthz, GET /readyz, GET /metrics"
 

@@ -15,6 +15,8 @@ from pathlib import Path
 
 from webhook import DEFAULT_POLICIES
 
+from .limits import KEEPALIVE_SECONDS, Limits
+
 DEV_CERTS = Path(".dev-certs")  # in the directory `serve` runs in (git-ignored in the checkout)
 DEV_SERVICE = "lwgpu-webhook"
 DEV_NAMESPACE = "lwgpu-system"
@@ -31,6 +33,13 @@ def _port(text: str) -> int:
     value = int(text)
     if not 1 <= value <= 65535:
         raise argparse.ArgumentTypeError(f"must be a TCP port (1-65535), got {value}")
+    return value
+
+
+def _seconds(text: str) -> float:
+    value = float(text)
+    if not 0 < value <= 30:
+        raise argparse.ArgumentTypeError(f"must be more than 0 and at most 30 seconds, got {text}")
     return value
 
 
@@ -75,6 +84,26 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     parser.add_argument(
         "--threads", type=_positive, default=8, help="threads per worker (default %(default)s)"
     )
+    # The apiserver gives a webhook call timeoutSeconds (default 10, at most 30) in all: a
+    # review must be read, decided and answered inside it. These bound each read, so a client
+    # that is slow or silent on purpose holds a connection for seconds and never a thread.
+    reads = parser.add_argument_group(
+        "read deadlines",
+        "Each phase of reading a request has its own deadline, in seconds (more than 0, at "
+        "most 30). The apiserver allows a webhook call timeoutSeconds in all (deploy/ sets 5; "
+        "at most 30), so a request slower than that has failed for the apiserver already: "
+        "no deadline needs to exceed it. A client past a deadline is disconnected, with a 408 "
+        "when its request had begun. Connections kept alive between requests wait up to "
+        f"{KEEPALIVE_SECONDS} s without holding a thread.",
+    )
+    for flag, default, what in (
+        ("--handshake-timeout", Limits.handshake, "TLS handshake"),
+        ("--header-timeout", Limits.head, "request line and headers, from their first byte"),
+        ("--body-timeout", Limits.body, "request body, after the headers"),
+    ):
+        reads.add_argument(
+            flag, type=_seconds, default=default, metavar="S", help=f"{what} (default %(default)s)"
+        )
     parser.set_defaults(func=run)
 
 
@@ -125,7 +154,7 @@ def _shown(path: Path) -> str:
 
 def run(args: argparse.Namespace) -> int:
     """Start gunicorn in this process; return when it has shut down (exit 2 on bad usage)."""
-    from .gunicorn_app import ServeSettings, WebhookApplication
+    from .gunicorn_app import PortInUse, ServeSettings, WebhookApplication
 
     try:
         certfile, keyfile = tls_files(args)
@@ -138,9 +167,12 @@ def run(args: argparse.Namespace) -> int:
             args.workers,
             args.threads,
             args.client_ca,
+            Limits(args.handshake_timeout, args.header_timeout, args.body_timeout),
         )
         try:
             application = WebhookApplication(settings)
+        except PortInUse as exc:
+            raise UsageError(str(exc)) from None
         except (OSError, ssl.SSLError, ValueError) as exc:
             ca = "" if args.client_ca is None else f" / client CA {args.client_ca}"
             raise UsageError(

@@ -9,28 +9,28 @@ worker. The Flask app, the policy poller and the metrics are created in each wor
 
 from __future__ import annotations
 
+import errno
 import logging
 import os
 import shutil
+import socket
 import sys
 import tempfile
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from gunicorn.app.base import BaseApplication
 
+from .limits import KEEPALIVE_SECONDS, MAX_BODY_BYTES, Limits
 from .tls import CertificateReloader
+from .worker import WebhookWorker
 
 if TYPE_CHECKING:
     from flask import Flask
 
 MULTIPROC_ENV = "PROMETHEUS_MULTIPROC_DIR"
 
-# The apiserver's webhook client (Go net/http, client-go transport defaults) keeps idle
-# connections for 90 s. If the server closed first, the apiserver could send a review on
-# a connection the server is closing and the call would fail; so the server waits longer.
-KEEPALIVE_SECONDS = 120
 # A webhook call may last at most 30 s (timeoutSeconds' maximum): in-flight reviews get
 # that long to finish after SIGTERM. The Pod's terminationGracePeriodSeconds must exceed it.
 GRACEFUL_TIMEOUT_SECONDS = 30
@@ -48,6 +48,42 @@ class ServeSettings:
     workers: int = 2
     threads: int = 8
     client_ca: Path | None = None
+    limits: Limits = field(default_factory=Limits)
+    # Requests with a body over 256 KiB that one worker holds at once (see BodyBudget):
+    # what bounds its memory under concurrent maximum-size reviews.
+    body_permits: int = 2
+
+
+class PortInUse(Exception):
+    """The address to serve on is taken, or cannot be listened on."""
+
+
+def check_port_free(host: str, port: int) -> None:
+    """Raise ``PortInUse`` when another process listens on the port (or it cannot be had).
+
+    Each worker binds its own ``SO_REUSEPORT`` listener, so a second server on the same port
+    would start without error and the kernel would split the connections between two
+    servers that may run different policies. A probe bound without ``SO_REUSEPORT`` fails
+    while any socket listens there (Linux admits a shared port only when every socket sets
+    the option); ``SO_REUSEADDR`` lets it pass connections in TIME_WAIT from an earlier run.
+    """
+    try:
+        family, kind, proto, _, address = socket.getaddrinfo(
+            host, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE
+        )[0]
+    except socket.gaierror as exc:
+        raise PortInUse(f"cannot listen on {host!r}: {exc.strerror}") from None
+    with socket.socket(family, kind, proto) as probe:
+        probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            probe.bind(address)
+        except OSError as exc:
+            if exc.errno == errno.EADDRINUSE:
+                raise PortInUse(
+                    f"port {port} on {host} is already in use by another process; stop it "
+                    f"or choose another --port"
+                ) from None
+            raise PortInUse(f"cannot listen on {host}:{port}: {exc.strerror}") from None
 
 
 def prepare_metrics_dir() -> tuple[str, bool]:
@@ -73,8 +109,6 @@ def prepare_metrics_dir() -> tuple[str, bool]:
 def _close_oversized(worker: object, req: Any) -> None:
     # pre_request hook (worker). The app answers 413 without reading the body; this makes
     # gunicorn close the connection afterwards instead of draining megabytes to keep it.
-    from .app import MAX_BODY_BYTES
-
     for name, value in req.headers:
         if name == "CONTENT-LENGTH" and value.isdigit() and int(value) > MAX_BODY_BYTES:
             req.force_close()
@@ -104,11 +138,12 @@ class WebhookApplication(BaseApplication):  # type: ignore[misc]  # gunicorn has
     """gunicorn configured from ``ServeSettings``: gthread workers, TLS from a reloading cache."""
 
     def __init__(self, settings: ServeSettings) -> None:
-        """Load the certificate now (an unusable pair fails before gunicorn starts)."""
+        """Load the certificate and probe the port now: either failing stops ``serve`` early."""
         self.settings = settings
         self.certificates = CertificateReloader(
             settings.certfile, settings.keyfile, client_ca=settings.client_ca
         )
+        check_port_free(settings.host, settings.port)
         self.metrics_dir, self._own_metrics_dir = prepare_metrics_dir()
         super().__init__()
 
@@ -119,8 +154,12 @@ class WebhookApplication(BaseApplication):  # type: ignore[misc]  # gunicorn has
         config = {
             "bind": [f"[{s.host}]:{s.port}" if ":" in s.host else f"{s.host}:{s.port}"],
             # The apiserver keeps HTTP/1.1 connections alive; sync workers serve one connection
-            # at a time and close it, gthread keeps them in a poller without holding a thread.
-            "worker_class": "gthread",
+            # at a time and close it, gthread keeps them in a poller without holding a thread,
+            # and WebhookWorker reads every request there too, under deadlines.
+            "worker_class": WebhookWorker,
+            # Connections a worker holds, reading or idle (gthread's default, made explicit:
+            # the attack suite holds 256 per kind against 2 workers).
+            "worker_connections": 1000,
             "workers": s.workers,
             "threads": s.threads,
             # Each worker gets its own SO_REUSEPORT listener and the kernel spreads connections;
@@ -135,6 +174,7 @@ class WebhookApplication(BaseApplication):  # type: ignore[misc]  # gunicorn has
             "ssl_context": lambda conf, default_factory: reloader.context(),
             "pre_request": _close_oversized,
             "child_exit": _worker_exited,
+            "when_ready": self._announce,
             "on_exit": lambda server: self._remove_metrics_dir(),
             # The control socket lives under $HOME, which is read-only in the Pod and shared
             # between servers started by tests; the webhook does not need it.
@@ -167,6 +207,19 @@ class WebhookApplication(BaseApplication):  # type: ignore[misc]  # gunicorn has
         self.certificates.on_change = metrics.certificate_expires
         metrics.certificate_expires(self.certificates.not_after)
         return create_app(store, self.certificates, discovery)
+
+    def _announce(self, server: Any) -> None:
+        # when_ready hook (master). gunicorn's own "Listening at:" line is empty with
+        # reuse_port: the master binds nothing, each worker binds its own listener.
+        s = self.settings
+        host = f"[{s.host}]" if ":" in s.host else s.host
+        server.log.info(
+            "lwgpu webhook listening at https://%s:%d (%d workers x %d threads)",
+            host,
+            s.port,
+            s.workers,
+            s.threads,
+        )
 
     def _remove_metrics_dir(self) -> None:
         if self._own_metrics_dir:
