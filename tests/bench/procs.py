@@ -18,10 +18,12 @@ import socket
 import ssl
 import subprocess
 import sys
+import threading
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import IO
 
 from prometheus_client.parser import text_string_to_metric_families
 
@@ -114,8 +116,14 @@ def stop(process: subprocess.Popen) -> None:
 
 
 @contextlib.contextmanager
-def serving(name: str, module: str, args: list[str], ca: Path, workdir: Path) -> Iterator[Server]:
-    """Run `python -m module *args --port P` until the block ends; yield once /healthz answers."""
+def serving(
+    name: str, module: str, args: list[str], ca: Path, workdir: Path, piped: bool = False
+) -> Iterator[Server]:
+    """Run `python -m module *args --port P` until the block ends; yield once /healthz answers.
+
+    `piped`: stdout is a pipe that this process copies to the log file, as a container
+    runtime reads a container's stdout (every worker writes to the same pipe).
+    """
     port = free_port()
     stdout, stderr = workdir / f"{name}.stdout", workdir / f"{name}.stderr"
     env = {k: v for k, v in os.environ.items() if k != "PROMETHEUS_MULTIPROC_DIR"}
@@ -125,12 +133,15 @@ def serving(name: str, module: str, args: list[str], ca: Path, workdir: Path) ->
             [sys.executable, "-m", module, *args, "--port", str(port)],
             cwd=REPO,
             env=env,
-            stdout=out,
+            stdout=subprocess.PIPE if piped else out,
             stderr=err,
-            # The benchmark runs no threads, so preexec_fn is safe here.
+            # Forked before any client thread starts, so preexec_fn is safe here.
             start_new_session=True,
             preexec_fn=_die_with_parent,
         )
+    if piped:
+        assert process.stdout is not None
+        threading.Thread(target=_copy, args=(process.stdout, stdout), daemon=True).start()
     server = Server(name, process, port, ca)
     try:
         deadline = time.monotonic() + START_TIMEOUT_S
@@ -141,6 +152,13 @@ def serving(name: str, module: str, args: list[str], ca: Path, workdir: Path) ->
         yield server
     finally:
         stop(process)
+
+
+def _copy(pipe: IO[bytes], path: Path) -> None:
+    # Until the server closes its end: what a container runtime's log reader does.
+    with pipe, open(path, "ab") as out:
+        for chunk in iter(lambda: pipe.read1(1 << 16), b""):
+            out.write(chunk)
 
 
 def _children(pid: int) -> list[int]:

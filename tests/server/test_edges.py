@@ -20,6 +20,8 @@ from webhook.server.app import create_app
 from webhook.server.limits import MAX_BODY_BYTES
 
 REVIEW = orjson.dumps(admission_review(gpu_pod({"aliyun.com/gpu-mem": 2}), uid="edge-uid"))
+# A uid no apiserver sends: refused, and not echoed in the answer's details.
+LONG_UID = orjson.dumps(admission_review(gpu_pod({"aliyun.com/gpu-mem": 2}), uid="u" * 100_000))
 
 
 def chunked(data: bytes, size: int = 1 << 20) -> bytes:
@@ -94,6 +96,11 @@ EDGE_CASES = [
             with_length(REVIEW.replace(b"admission.k8s.io/v1", b"admission.k8s.io/v1beta1")),
             REVIEW.replace(b"admission.k8s.io/v1", b"admission.k8s.io/v1beta1"),
         ),
+    ),
+    (
+        "uid-too-long",
+        400,
+        raw_request("POST", "/mutate", with_length(LONG_UID), LONG_UID),
     ),
     ("get-mutate", 405, raw_request("GET", "/mutate", [])),
     ("unknown-path", 404, raw_request("POST", "/admit", with_length(REVIEW), REVIEW)),

@@ -8,7 +8,15 @@ Imports: `webhook.core`, `webhook.policy`, `webhook.api`, the standard library a
 """
 
 from .handler import ReviewResult, review
-from .request import API_VERSION, KIND, BadReview, object_name, parse_request, request_of
+from .request import (
+    API_VERSION,
+    KIND,
+    BadReview,
+    object_name,
+    parse_request,
+    request_of,
+    uid_of,
+)
 from .response import allowed, denied, encode, envelope, errored, patched
 
 __all__ = [
@@ -26,4 +34,5 @@ __all__ = [
     "patched",
     "request_of",
     "review",
+    "uid_of",
 ]

@@ -13,6 +13,9 @@ API_VERSION: Final = "admission.k8s.io/v1"
 KIND: Final = "AdmissionReview"
 OPERATIONS = ("CREATE", "UPDATE", "DELETE", "CONNECT")
 NAME_LIMIT = 253  # a DNS subdomain, the longest object name Kubernetes accepts
+# The apiserver's uids are 36-character UUIDs (k8s.io/apimachinery/pkg/util/uuid); anything
+# much longer is not from an apiserver, and is never echoed back.
+UID_LIMIT = 128
 
 
 class BadReview(ValueError):
@@ -35,8 +38,13 @@ def parse_request(body: object) -> AdmissionRequest:
     if not isinstance(request, dict):
         raise BadReview("AdmissionReview.request must be an object")
     uid = request.get("uid")
-    if not (isinstance(uid, str) and 0 < len(uid) <= 128):
+    if not isinstance(uid, str):
         raise BadReview("request.uid must be a string")
+    if not 0 < len(uid) <= UID_LIMIT:
+        raise BadReview(
+            f"request.uid must be 1 to {UID_LIMIT} characters long (the apiserver sends a "
+            f"36-character UUID), got {len(uid)}"
+        )
     kind = request.get("kind")
     if not (
         isinstance(kind, dict)
@@ -49,6 +57,12 @@ def parse_request(body: object) -> AdmissionRequest:
     if not isinstance(request.get("namespace", ""), (str, type(None))):
         raise BadReview("request.namespace must be a string")
     return cast(AdmissionRequest, request)
+
+
+def uid_of(body: object) -> str | None:
+    """The request's uid, to name it in an error answer; None when it is not a usable uid."""
+    uid = request_of(body).get("uid")
+    return uid if isinstance(uid, str) and 0 < len(uid) <= UID_LIMIT else None
 
 
 def request_of(body: object) -> Mapping[str, object]:

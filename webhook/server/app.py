@@ -90,11 +90,6 @@ def read_review_body() -> object:
         raise BadRequest(f"request body is not valid JSON: {exc}") from None
 
 
-def _uid(body: object) -> str | None:
-    uid = admission.request_of(body).get("uid")
-    return uid if isinstance(uid, str) else None
-
-
 def require_client_certificate() -> None:
     """Raise 403 unless the TLS peer presented a certificate that the client CA verified.
 
@@ -159,7 +154,7 @@ class _Reviews:
             if self.client_ca:
                 require_client_certificate()
             body = read_review_body()
-            g.uid = _uid(body)
+            g.uid = admission.uid_of(body)
             result = _review(body, self.policy_set(), mutate)
             payload = admission.encode(result.response)
         except Exception as exc:
