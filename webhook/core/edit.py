@@ -14,6 +14,10 @@ inside it change that one operation's value instead of adding operations
 `{k: v}`). Fewer operations make a shorter patch, and nothing is deep-copied.
 So the operations share values with `root`: treat both as read-only once the
 edit is done.
+
+`compact` trades many operations inside one list for a single `replace` of the list where
+that is shorter: a pod of 40,000 rewritten init containers needs 80,000 operations (10.7
+MiB of patch, more than the 3 MiB pod) but one list of 2.9 MiB.
 """
 
 from __future__ import annotations
@@ -21,6 +25,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from functools import lru_cache
 from typing import Any, Literal
+
+import orjson
 
 from webhook.api.types import KubeObject, PatchOperation
 from webhook.api.workload import as_map, pointer
@@ -30,6 +36,9 @@ from webhook.api.workload import as_map, pointer
 _pointer = lru_cache(maxsize=1024)(pointer)
 
 Path = Sequence[str | int]
+# Below this many operations inside one list, `compact` leaves them alone: a patch of a few
+# fields is what a reviewer of the patch expects to read, and measuring it costs time.
+COMPACT_OPERATIONS = 64
 
 
 class Editor:
@@ -126,3 +135,24 @@ class Editor:
         """Make the member at `path` a map (dict) or list, replacing `null` or a wrong type."""
         if not isinstance(self.get(path), kind):
             self.set(path, kind())
+
+    def compact(self, path: Path) -> None:
+        """Replace the operations inside the list at `path` by one `replace` of the whole list,
+        when there are many and the list's JSON is shorter than theirs.
+
+        The `replace` takes the place of the first of them: the others change only members
+        of the list, so applying the patch in order gives the same document (RFC 6902).
+        """
+        prefix = _pointer(tuple(path))
+        inside = prefix + "/"
+        where = [i for i, op in enumerate(self.ops) if op["path"].startswith(inside)]
+        if len(where) < COMPACT_OPERATIONS:
+            return
+        value = self.get(path)
+        replaced = [self.ops[i] for i in where]
+        if len(orjson.dumps(value)) >= len(orjson.dumps(replaced)):
+            return
+        kept = [op for op in self.ops if not op["path"].startswith(inside)]
+        kept.insert(where[0], {"op": "replace", "path": prefix, "value": value})
+        self.ops = kept
+        self._live.add(id(value))

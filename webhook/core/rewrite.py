@@ -18,6 +18,8 @@ from webhook.policy import Policy, Profile
 from .asks import Ask
 from .edit import Editor, Path
 
+AUDIT_LIMIT = 1024
+
 
 def _set_count(edit: Editor, held: Any, path: Path, count: int) -> None:
     """Set `path` (a GPU count in limits or requests, currently in map `held`) to `count`."""
@@ -66,6 +68,8 @@ def rewrite(
             edit.set((*resources, "limits"), {GPU_RESOURCE: str(ask.gpus)})
         if names_gpu:
             _set_count(edit, requests, (*resources, "requests", GPU_RESOURCE), ask.gpus)
+    for section in {ask.section for ask in memory_asks}:
+        edit.compact((*spec, section))
     for key in replaced.node_selector if replaced else ():
         if key not in choice.node_selector:
             edit.remove((*spec, "nodeSelector", key))
@@ -82,12 +86,28 @@ def rewrite(
     existing = edit.get((*path, "metadata", "annotations"))
     recorded = isinstance(existing, dict) and isinstance(existing.get(FROM_ANNOTATION), str)
     if replaced != choice or not recorded:
-        annotations[FROM_ANNOTATION] = ",".join(
-            f"{a.name}:{a.source}" if several else str(a.source) for a in memory_asks
-        )
+        annotations[FROM_ANNOTATION] = _audit_trail(memory_asks, several)
     edit.ensure((*path, "metadata"), dict)
     edit.merge((*path, "metadata", "annotations"), annotations)
     return edit
+
+
+def _audit_trail(memory_asks: list[Ask], several: bool) -> str:
+    """What the pod asked, for `lwgpu.io/rewritten-from`: at most `AUDIT_LIMIT` characters.
+
+    The apiserver refuses a pod whose annotations total more than 256 KiB
+    (apimachinery/pkg/api/validation/objectmeta.go, ValidateAnnotationsSize), so a pod of
+    thousands of asking containers names the first few and counts the rest.
+    """
+    entries = [f"{a.name}:{a.source}" if several else str(a.source) for a in memory_asks]
+    text = ",".join(entries)
+    if len(text) <= AUDIT_LIMIT:
+        return text
+    kept, length = 0, 0
+    while length + len(entries[kept]) + 1 <= AUDIT_LIMIT - 24:
+        length += len(entries[kept]) + 1
+        kept += 1
+    return ",".join(entries[:kept]) + f",... and {len(entries) - kept} more"
 
 
 _REQUIRED = ("affinity", "nodeAffinity", "requiredDuringSchedulingIgnoredDuringExecution")

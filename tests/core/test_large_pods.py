@@ -1,0 +1,73 @@
+"""Pods at the size cap: the patch stays near the size of what changed, and the pod stays valid.
+
+A pod of thousands of containers that each ask GPU memory needs two operations per container
+(remove the memory, add the GPU). `Editor.compact` sends one `replace` of the container list
+when that is shorter; applying either patch (RFC 6902, with `jsonpatch`) gives the same pod.
+The audit annotation is bounded so the rewritten pod stays within the apiserver's 256 KiB of
+annotations (apimachinery/pkg/api/validation/objectmeta.go, ValidateAnnotationsSize).
+"""
+
+from __future__ import annotations
+
+import copy
+
+import jsonpatch
+import orjson
+import pytest
+
+from tests.support.builders import container, pod
+from tests.support.policies import default_policy
+from webhook.core import edit as edit_module
+from webhook.core import rewrite
+from webhook.core.decision import decide
+from webhook.core.edit import COMPACT_OPERATIONS, Editor
+
+DEFAULT = default_policy()
+ANNOTATIONS_LIMIT = 256 * 1024
+
+
+def asking(count: int) -> dict:
+    """A pod of one plain container and `count` init containers that each ask GPU memory."""
+    asks = [container(f"c{n}", limits={"aliyun.com/gpu-mem": 2}) for n in range(count)]
+    return pod(container("app"), init=tuple(asks))
+
+
+@pytest.mark.parametrize("count", [1, COMPACT_OPERATIONS // 2 - 1, COMPACT_OPERATIONS // 2, 5000])
+def test_the_patch_gives_the_decided_pod_and_is_never_longer_than_needed(count, monkeypatch):
+    # Init containers run one after another, so each may ask the pod's one GPU.
+    obj = asking(count)
+    before = copy.deepcopy(obj)
+    decision = decide(obj, DEFAULT)
+    assert decision.outcome == "mutated" and obj == before  # the input is never changed
+    assert jsonpatch.apply_patch(before, list(decision.patch)) == decision.obj
+    whole = [op for op in decision.patch if op["path"] == "/spec/initContainers"]
+    monkeypatch.setattr(edit_module, "COMPACT_OPERATIONS", 10**9)
+    per_field = decide(obj, DEFAULT).patch
+    if 2 * count < COMPACT_OPERATIONS:  # few changes: one operation per field
+        assert not whole and decision.patch == per_field
+    else:  # many: the list once, shorter than the fields' operations
+        assert len(whole) == 1 and whole[0]["op"] == "replace"
+        assert len(orjson.dumps(decision.patch)) < len(orjson.dumps(per_field))
+
+
+def test_a_list_shorter_as_its_operations_is_left_as_operations():
+    # Many operations inside a long list whose other members are large: replacing it all
+    # would repeat every member, so the field operations stay.
+    items = [{"name": f"c{n}", "env": ["x" * 1000]} for n in range(COMPACT_OPERATIONS)]
+    edit = Editor({"spec": {"containers": items}})
+    for n in range(COMPACT_OPERATIONS):
+        edit.set(("spec", "containers", n, "name"), f"d{n}")
+    edit.compact(("spec", "containers"))
+    assert len(edit.ops) == COMPACT_OPERATIONS and edit.ops[0]["op"] == "replace"
+    assert edit.ops[0]["path"] == "/spec/containers/0/name"
+
+
+def test_the_audit_trail_of_40k_asks_keeps_the_pod_within_the_annotation_limit():
+    decision = decide(asking(40_000), DEFAULT)
+    annotations = decision.obj["spec"]["initContainers"] and decision.obj["metadata"]["annotations"]
+    trail = annotations["lwgpu.io/rewritten-from"]
+    assert len(trail) <= rewrite.AUDIT_LIMIT < ANNOTATIONS_LIMIT
+    assert trail.startswith("c0:aliyun.com/gpu-mem=2,c1:aliyun.com/gpu-mem=2,")
+    shown = trail.count("aliyun.com/gpu-mem=2")
+    assert trail.endswith(f",... and {40_000 - shown} more")
+    assert sum(len(k) + len(v) for k, v in annotations.items()) < ANNOTATIONS_LIMIT
