@@ -17,10 +17,10 @@ import pytest
 
 from tests.support.builders import container, pod
 from tests.support.policies import default_policy
-from webhook.core import edit as edit_module
 from webhook.core import rewrite
 from webhook.core.decision import decide
-from webhook.core.edit import COMPACT_OPERATIONS, Editor
+from webhook.core.edit import Editor
+from webhook.core.rewrite import MANY_ASKS
 
 DEFAULT = default_policy()
 ANNOTATIONS_LIMIT = 256 * 1024
@@ -32,7 +32,7 @@ def asking(count: int) -> dict:
     return pod(container("app"), init=tuple(asks))
 
 
-@pytest.mark.parametrize("count", [1, COMPACT_OPERATIONS // 2 - 1, COMPACT_OPERATIONS // 2, 5000])
+@pytest.mark.parametrize("count", [1, MANY_ASKS - 1, MANY_ASKS, 5000])
 def test_the_patch_gives_the_decided_pod_and_is_never_longer_than_needed(count, monkeypatch):
     # Init containers run one after another, so each may ask the pod's one GPU.
     obj = asking(count)
@@ -41,25 +41,30 @@ def test_the_patch_gives_the_decided_pod_and_is_never_longer_than_needed(count, 
     assert decision.outcome == "mutated" and obj == before  # the input is never changed
     assert jsonpatch.apply_patch(before, list(decision.patch)) == decision.obj
     whole = [op for op in decision.patch if op["path"] == "/spec/initContainers"]
-    monkeypatch.setattr(edit_module, "COMPACT_OPERATIONS", 10**9)
+    monkeypatch.setattr(rewrite, "MANY_ASKS", 10**9)
     per_field = decide(obj, DEFAULT).patch
-    if 2 * count < COMPACT_OPERATIONS:  # few changes: one operation per field
+    if count < MANY_ASKS:  # few changes: one operation per field
         assert not whole and decision.patch == per_field
     else:  # many: the list once, shorter than the fields' operations
         assert len(whole) == 1 and whole[0]["op"] == "replace"
         assert len(orjson.dumps(decision.patch)) < len(orjson.dumps(per_field))
 
 
-def test_a_list_shorter_as_its_operations_is_left_as_operations():
-    # Many operations inside a long list whose other members are large: replacing it all
-    # would repeat every member, so the field operations stay.
-    items = [{"name": f"c{n}", "env": ["x" * 1000]} for n in range(COMPACT_OPERATIONS)]
-    edit = Editor({"spec": {"containers": items}})
-    for n in range(COMPACT_OPERATIONS):
-        edit.set(("spec", "containers", n, "name"), f"d{n}")
-    edit.compact(("spec", "containers"))
-    assert len(edit.ops) == COMPACT_OPERATIONS and edit.ops[0]["op"] == "replace"
-    assert edit.ops[0]["path"] == "/spec/containers/0/name"
+def test_a_list_longer_than_its_operations_is_patched_field_by_field():
+    # Many asking containers among large ones: the whole list would repeat every member.
+    obj = asking(MANY_ASKS)
+    obj["spec"]["initContainers"][0]["env"] = [{"name": "X", "value": "x" * 100_000}]
+    decision = decide(obj, DEFAULT)
+    assert not [op for op in decision.patch if op["path"] == "/spec/initContainers"]
+    assert jsonpatch.apply_patch(obj, list(decision.patch)) == decision.obj
+
+
+def test_take_over_makes_later_edits_part_of_one_operation():
+    edit = Editor({"spec": {"containers": [{"name": "a"}, {"name": "b"}]}})
+    edit.take_over(("spec", "containers"))
+    edit.set(("spec", "containers", 1, "name"), "c")
+    edit.remove(("spec", "containers", 0, "name"))
+    assert edit.ops == [{"op": "replace", "path": "/spec/containers", "value": [{}, {"name": "c"}]}]
 
 
 def test_the_audit_trail_of_40k_asks_keeps_the_pod_within_the_annotation_limit():

@@ -169,6 +169,16 @@ def init_containers_pod(count: int = 40_000) -> dict:
     return pod
 
 
+def dense_review(size: int = 7 * 2**20 - 4096) -> bytes:
+    """A review of `size` bytes that parses into the most Python objects per byte: a pod of
+    millions of empty init containers (`{},` is 3 bytes of JSON and a 64-byte dict)."""
+    pod = bodies.seed_pod()
+    pod["spec"]["initContainers"] = []
+    base = len(bodies.body(pod))
+    pod["spec"]["initContainers"] = [{} for _ in range((size - base) // 3)]
+    return bodies.body(pod)
+
+
 def hostile_names() -> bytes:
     review = bodies.review(bodies.seed_pod(), namespace="n" * (2 << 20))
     review["request"]["uid"] = "u" * (2 << 20)
@@ -182,6 +192,7 @@ ATTACKS: dict[str, Callable[[procs.Server], object]] = {
     "8 concurrent 7 MiB reviews": lambda s: repeated(
         s, bodies.body(bodies.pod_near_limit(7 * 2**20 - 4096)), 8
     ),
+    "8 concurrent 7 MiB reviews of empty containers": lambda s: repeated(s, dense_review(), 8),
     "2 concurrent 6.5 MiB UPDATEs": lambda s: repeated(
         s, update_review(bodies.pod_near_limit(int(3.25 * 2**20))), 2
     ),

@@ -17,9 +17,13 @@ from tests.support.golden import check_golden_json
 from tests.support.https_client import JSON, raw_request, read_response
 from tests.support.paths import GOLDEN
 from webhook.server.app import create_app
-from webhook.server.limits import MAX_BODY_BYTES
+from webhook.server.limits import MAX_BODY_BYTES, MAX_JSON_CONTAINERS
 
 REVIEW = orjson.dumps(admission_review(gpu_pod({"aliyun.com/gpu-mem": 2}), uid="edge-uid"))
+# One object more than MAX_JSON_CONTAINERS, as empty init containers: refused unparsed.
+DENSE_POD = gpu_pod({"aliyun.com/gpu-mem": 2})
+DENSE_POD["spec"]["initContainers"] = [{}] * (MAX_JSON_CONTAINERS - REVIEW.count(b"{") + 1)
+DENSE = orjson.dumps(admission_review(DENSE_POD, uid="edge-uid"))
 # A uid no apiserver sends: refused, and not echoed in the answer's details.
 LONG_UID = orjson.dumps(admission_review(gpu_pod({"aliyun.com/gpu-mem": 2}), uid="u" * 100_000))
 
@@ -101,6 +105,11 @@ EDGE_CASES = [
         "uid-too-long",
         400,
         raw_request("POST", "/mutate", with_length(LONG_UID), LONG_UID),
+    ),
+    (
+        "too-many-json-containers",
+        413,
+        raw_request("POST", "/mutate", with_length(DENSE), DENSE),
     ),
     ("get-mutate", 405, raw_request("GET", "/mutate", [])),
     ("unknown-path", 404, raw_request("POST", "/admit", with_length(REVIEW), REVIEW)),

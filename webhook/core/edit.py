@@ -15,9 +15,9 @@ inside it change that one operation's value instead of adding operations
 So the operations share values with `root`: treat both as read-only once the
 edit is done.
 
-`compact` trades many operations inside one list for a single `replace` of the list where
-that is shorter: a pod of 40,000 rewritten init containers needs 80,000 operations (10.7
-MiB of patch, more than the 3 MiB pod) but one list of 2.9 MiB.
+`take_over` makes a whole list one such live value: a pod of 40,000 rewritten init
+containers needs 80,000 operations (10.7 MiB of patch, more than the 3 MiB pod) but one
+`replace` of a 2.9 MiB list.
 """
 
 from __future__ import annotations
@@ -25,8 +25,6 @@ from __future__ import annotations
 from collections.abc import Sequence
 from functools import lru_cache
 from typing import Any, Literal
-
-import orjson
 
 from webhook.api.types import KubeObject, PatchOperation
 from webhook.api.workload import as_map, pointer
@@ -36,9 +34,6 @@ from webhook.api.workload import as_map, pointer
 _pointer = lru_cache(maxsize=1024)(pointer)
 
 Path = Sequence[str | int]
-# Below this many operations inside one list, `compact` leaves them alone: a patch of a few
-# fields is what a reviewer of the patch expects to read, and measuring it costs time.
-COMPACT_OPERATIONS = 64
 
 
 class Editor:
@@ -136,23 +131,11 @@ class Editor:
         if not isinstance(self.get(path), kind):
             self.set(path, kind())
 
-    def compact(self, path: Path) -> None:
-        """Replace the operations inside the list at `path` by one `replace` of the whole list,
-        when there are many and the list's JSON is shorter than theirs.
-
-        The `replace` takes the place of the first of them: the others change only members
-        of the list, so applying the patch in order gives the same document (RFC 6902).
-        """
-        prefix = _pointer(tuple(path))
-        inside = prefix + "/"
-        where = [i for i, op in enumerate(self.ops) if op["path"].startswith(inside)]
-        if len(where) < COMPACT_OPERATIONS:
-            return
-        value = self.get(path)
-        replaced = [self.ops[i] for i in where]
-        if len(orjson.dumps(value)) >= len(orjson.dumps(replaced)):
-            return
-        kept = [op for op in self.ops if not op["path"].startswith(inside)]
-        kept.insert(where[0], {"op": "replace", "path": prefix, "value": value})
-        self.ops = kept
-        self._live.add(id(value))
+    def take_over(self, path: Path) -> None:
+        """Replace the list or map at `path` by a shallow copy, in one operation: later edits
+        inside it change that copy (copying only the members they touch) and add no
+        operations of their own."""
+        parent, live = self._own(path[:-1])
+        value = parent[path[-1]].copy()
+        parent[path[-1]] = value
+        self._insert("replace", path, value, live)

@@ -81,6 +81,14 @@ class Inbox(Unreader):  # type: ignore[misc]  # gunicorn has no types: base is A
         self.pending.clear()
         return data
 
+    def take(self, size: int) -> bytes:
+        """The first ``size`` bytes of ``pending``, removed from it; the rest is kept in a
+        new buffer, so the inbox never holds on to the allocation of a large body."""
+        with memoryview(self.pending) as view:
+            data, rest = bytes(view[:size]), bytearray(view[size:])
+        self.pending = rest
+        return data
+
     def gather(self) -> None:
         """Put the read-ahead the parser handed back in front of ``pending``, so ``pending``
         starts where the parser stopped."""
@@ -281,7 +289,9 @@ class Connection(TConn):  # type: ignore[misc]  # gunicorn has no types: base is
         return Step.CLOSE
 
     def end_request(self) -> None:
-        """The request was answered: give back the body budget it held."""
+        """The request was answered: drop it (a kept-alive connection must not hold its body)
+        and give back the body budget it held."""
+        self.request = None
         if self.holds_budget:
             self.holds_budget = False
             self.budget.give()

@@ -14,6 +14,13 @@ from dataclasses import dataclass
 # larger body cannot come from the apiserver, and the cap bounds a worker's memory.
 MAX_BODY_BYTES = 7 * 1024 * 1024
 
+# What bounds a review's memory is how many Python objects its JSON becomes, not its bytes:
+# 7 MiB of `{},` is 2.4 million dicts (~440 MiB in a worker, several seconds to review).
+# The densest valid object the apiserver accepts (3 MiB of `{"name":"A"}` env entries, one
+# object per 13 bytes) has ~240k, an UPDATE twice that; beyond this, the body is refused
+# before it is parsed. Braces inside strings count too, which only errs on the safe side.
+MAX_JSON_CONTAINERS = 1 << 19
+
 # The apiserver's webhook client (Go net/http, client-go transport defaults) keeps idle
 # connections for 90 s. If the server closed first, the apiserver could send a review on
 # a connection the server is closing and the call would fail; so the server waits longer.

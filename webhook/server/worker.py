@@ -22,6 +22,7 @@ image in the Pod, a second TLS configuration to keep in step with certificate ro
 from __future__ import annotations
 
 import errno
+import io
 import selectors
 import socket
 import time
@@ -30,9 +31,8 @@ from concurrent.futures import Future
 from functools import partial
 from typing import Any
 
-from gunicorn.http.body import Body, ChunkedReader, LengthReader
+from gunicorn.http.body import ChunkedReader, LengthReader
 from gunicorn.http.errors import ChunkMissingTerminator, NoMoreData
-from gunicorn.http.unreader import IterUnreader
 from gunicorn.workers.gthread import ThreadWorker
 
 from .connection import BodyBudget, Connection, Step
@@ -74,9 +74,11 @@ class Received:
         request = conn.request
         assert request is not None  # READY without an error: the head was parsed
         reader = request.body.reader
-        if isinstance(reader, ChunkedReader) or (
-            isinstance(reader, LengthReader) and reader.length <= conn.limits.max_body
-        ):
+        if isinstance(reader, LengthReader) and reader.length <= conn.limits.max_body:
+            # The inbox holds the body (the loop waited for all of it), then anything
+            # pipelined: one copy out, where gunicorn's reader would make several.
+            request.body = io.BytesIO(conn.inbox.take(reader.length))
+        elif isinstance(reader, ChunkedReader):
             try:
                 data = request.body.read()
             except NoMoreData as exc:
@@ -84,7 +86,7 @@ class Received:
                 raise ChunkMissingTerminator(str(exc)) from exc
             finally:
                 conn.inbox.gather()
-            request.body = Body(LengthReader(IterUnreader([data]), len(data)))
+            request.body = io.BytesIO(data)
         return request
 
     def finish_body(self, deadline: float | None = None) -> bool:
