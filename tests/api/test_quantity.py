@@ -93,3 +93,38 @@ def test_unit_bytes(unit, size):
 def test_unit_bytes_rejects(unit):
     with pytest.raises(quantity.QuantityError):
         quantity.unit_bytes(unit)
+
+
+@pytest.mark.parametrize(
+    "value, size",
+    [
+        ("2Gi", True),
+        ("1Ki", True),
+        ("2G", True),
+        ("500k", True),
+        ("2e3", False),  # an exponent is a plain number
+        ("2048", False),
+        (2048, False),
+        ("500m", False),  # a fraction of a count, not a size
+        ("2Gb", False),
+        ("x" * 1000 + "Gi", False),
+    ],
+)
+def test_is_size(value, size):
+    """A byte size is a value with a binary suffix or k, M, G, T, P, E; nothing else."""
+    assert quantity.is_size(value) is size
+
+
+@pytest.mark.parametrize(
+    "unit, text",
+    [
+        (1 << 30, "1Gi"),
+        (1 << 20, "1Mi"),
+        (256 << 20, "256Mi"),
+        (3 << 30, "3Gi"),
+        (1000, "1000 bytes"),
+    ],
+)
+def test_unit_text(unit, text):
+    """One unit of a memory resource as the user would write it."""
+    assert quantity.unit_text(unit) == text

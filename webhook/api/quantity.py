@@ -36,6 +36,7 @@ _DECIMAL_POWERS = {
     "P": 5,
     "E": 6,
 }  # of 1000
+_SIZES = ("k", "M", "G", "T", "P", "E")
 # Kubernetes stores quantities as int64 with a scale; anything beyond this is nonsense.
 _LIMIT = Decimal(2) ** 63
 _INT_LIMIT = 1 << 63
@@ -100,6 +101,24 @@ def to_mib(value: object, unit_bytes: int = 1) -> int:
     if number <= 0:
         raise QuantityError(f"{shorten(value)} must be greater than zero")
     return math.ceil(number / MIB)
+
+
+def is_size(value: object) -> bool:
+    """True for a quantity written as a byte size: a binary suffix (`2Gi`) or k, M, G, T, P, E."""
+    match = (
+        _GRAMMAR.fullmatch(value) if isinstance(value, str) and len(value) <= _MAX_TEXT else None
+    )
+    # Milli, micro and nano are no sizes: 500m of a device count is only a fraction.
+    return match is not None and (match["binary"] is not None or match["decimal"] in _SIZES)
+
+
+def unit_text(unit: int) -> str:
+    """One unit of a memory resource as a quantity: `1Gi`, `1Mi`, `256Mi`, or `N bytes`."""
+    if unit % (1 << 30) == 0:
+        return f"{unit >> 30}Gi"
+    if unit % MIB == 0:
+        return f"{unit >> 20}Mi"
+    return f"{unit} bytes"
 
 
 def count(value: object) -> int:

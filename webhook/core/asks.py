@@ -34,6 +34,9 @@ class Ask(NamedTuple):
     gpus: int  # GPUs this container occupies (a memory request counts as one)
     memory_mib: int | None  # GPU memory it asks, if any
     source: str | None  # what it asked, as written: aliyun.com/gpu-mem=2
+    # The memory resource's value as written (None for the annotation): messages about an
+    # ask too big for any class show what a size such as `nvidia.com/gpumem: 2Gi` meant.
+    value: object = None
 
     @property
     def where(self) -> str:
@@ -46,11 +49,12 @@ class _Memory(NamedTuple):
 
     mib: int
     source: str  # as written: aliyun.com/gpu-mem=2
+    value: object = None  # see Ask.value
 
 
 def shorten_name(name: object) -> str:
     """A container name fit for a message."""
-    return shorten(name, 63)
+    return "(no name)" if name is None or name == "" else shorten(name, 63)
 
 
 def _maps(container: KubeObject) -> tuple[KubeObject, KubeObject]:
@@ -117,10 +121,9 @@ def _annotation_target(
     if wanted is None:
         app = containers(spec, "containers")
         if len(app) != 1:
-            names = ", ".join(shorten_name(c.get("name")) for _, c in app[:8])
             raise Refusal(
                 f"{prefix}metadata.annotations: the GPU memory annotation applies to one "
-                f"container, but the pod has {len(app)} ({names}); add annotation "
+                f"container, but the pod has {len(app)} ({_names(app)}); add annotation "
                 f"{CONTAINER_ANNOTATION}: <container name>"
             )
         return "containers", app[0][0]
@@ -128,10 +131,19 @@ def _annotation_target(
         for index, container in containers(spec, section):
             if container.get("name") == wanted:
                 return section, index
+    init = containers(spec, "initContainers")
+    there = _names(containers(spec, "containers")) + (f"; init: {_names(init)}" if init else "")
     raise Refusal(
         f"{prefix}metadata.annotations[{CONTAINER_ANNOTATION}]: no container is named "
-        f"{shorten(wanted)!r}; name one of the pod's containers"
+        f"{shorten(wanted)!r}; name one of the pod's containers ({there})"
     )
+
+
+def _names(items: list[tuple[int, KubeObject]], limit: int = 8) -> str:
+    """`a, b, c` for a message: at most `limit` names, each shortened, then how many more."""
+    names = ", ".join(shorten_name(c.get("name")) for _, c in items[:limit])
+    more = len(items) - limit
+    return (names or "none") + (f" and {more} more" if more > 0 else "")
 
 
 def _annotation_memory(policy: Policy, annotations: KubeObject, prefix: str) -> _Memory | None:
@@ -189,7 +201,7 @@ def _read_ask(
     if memory is None and gpus == 0:
         return None
     sidecar = section == "initContainers" and container.get("restartPolicy") == "Always"
-    mib, source = memory or (None, None)
+    mib, source, value = memory or (None, None, None)
     return Ask(
         section,
         index,
@@ -198,6 +210,7 @@ def _read_ask(
         max(gpus, 1 if memory is not None else 0),
         mib,
         source,
+        value,
     )
 
 
@@ -218,7 +231,9 @@ def _resource_memory(
                 f"{resource}); keep one"
             )
         memory = _Memory(
-            _resource_mib(value, unit, resource, where), f"{resource}={shorten(value)}"
+            _resource_mib(value, unit, resource, where),
+            f"{resource}={shorten(value)}",
+            value,
         )
     return memory
 

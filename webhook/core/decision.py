@@ -9,17 +9,18 @@ from __future__ import annotations
 
 from typing import Any, Literal, NamedTuple
 
-from webhook.api import quantity
-from webhook.api.names import GPU_RESOURCE, SKIP_ANNOTATION
+from webhook.api.names import GPU_RESOURCE
 from webhook.api.text import WARNING_LIMIT, shorten
 from webhook.api.types import KubeObject, PatchOperation
 from webhook.api.workload import as_map, dig, field_path, group_of, template_path
 from webhook.policy import Policy, Profile
 
+from .annotations import misplaced, skip
 from .asks import Ask, Refusal, effective_gpus, pod_mentions_gpu, read_asks
 from .edit import Editor
 from .lifecycle import left_alone
 from .others import exclusions, other_system
+from .oversize import left_unchanged, too_big
 from .placement import Constraints, admits, best_fit, constraints, own_choice, without_selector
 from .rewrite import keep_off, rewrite
 
@@ -87,14 +88,30 @@ def decide(
         return _skip(obj, "no pod spec")
     annotations = as_map(as_map(template.get("metadata")).get("annotations"))
     outer = as_map(as_map(obj.get("metadata")).get("annotations"))
-    if "true" in (annotations.get(SKIP_ANNOTATION), outer.get(SKIP_ANNOTATION)):
-        return _skip(obj, f'annotation {SKIP_ANNOTATION}: "true"')
+    prefix = field_path(path) + "." if path else ""
+    skipped, notes = skip(annotations, outer, str(name), prefix)
+    if skipped is not None:
+        return Decision("skipped", obj, reason=skipped, warnings=notes)
+    notes += misplaced(outer, annotations, policy, str(name), prefix)
+    decision = _decide_in_scope(obj, path, spec, template, annotations, policy, prefix)
+    return decision._replace(warnings=notes + decision.warnings) if notes else decision
+
+
+def _decide_in_scope(
+    obj: KubeObject,
+    path: tuple[str, ...],
+    spec: KubeObject,
+    template: KubeObject,
+    annotations: KubeObject,
+    policy: Policy,
+    prefix: str,
+) -> Decision:
+    """The decision for an object the policy governs and no annotation skips."""
     if not (policy.annotation in annotations or pod_mentions_gpu(spec, policy)):
         return _skip(obj, "asks for no GPU")
     theirs = other_system(spec, as_map(as_map(template.get("metadata")).get("labels")), policy)
     if theirs is not None:
         return _skip(obj, theirs)
-    prefix = field_path(path) + "." if path else ""
     try:
         return _decide_gpu_pod(obj, path, spec, annotations, policy, prefix)
     except Refusal as refusal:
@@ -118,8 +135,7 @@ def _decide_gpu_pod(
     own = own_choice(annotations, spec, policy.profiles)
     choice = _choose(spec, own, policy, prefix, biggest, memory)
     if choice is None:
-        warning = f"lwgpu: {biggest.source} ({memory}Mi) fits no lightweight GPU; left unchanged"
-        return Decision("allowed", obj, path, warnings=(shorten(warning, WARNING_LIMIT),))
+        return Decision("allowed", obj, path, warnings=(left_unchanged(biggest, memory, policy),))
     edit = rewrite(obj, path, spec, [a for a, _ in sized], choice, policy, replaced=own)
     if not edit.ops:
         return Decision("allowed", obj, path, profile=choice.name)
@@ -231,14 +247,7 @@ def _choose(
         )
     if policy.when_no_profile_fits == "ignore":
         return None
-    largest = policy.profiles[-1]
-    raise Refusal(
-        f"{prefix}spec.{biggest.section}[{biggest.position}].resources: {biggest.where} asks "
-        f"{biggest.source} ({memory}Mi), more than the largest lightweight GPU "
-        f"{largest.name} ({largest.memory_mib}Mi) of policy {policy.name!r}; ask for at "
-        f"most {_at_most(biggest, largest, policy)}, or ask nvidia.com/gpu for a full GPU "
-        f"node instead"
-    )
+    raise Refusal(too_big(biggest, memory, policy, prefix))
 
 
 def _check_count(asks: list[Ask], gpus: int, policy: Policy, prefix: str) -> None:
@@ -250,22 +259,6 @@ def _check_count(asks: list[Ask], gpus: int, policy: Policy, prefix: str) -> Non
         f"carries exactly one GPU (policy {policy.name!r} allows {policy.max_gpus_per_pod} per "
         f"pod); ask for {GPU_RESOURCE}: 1 or GPU memory in one container, or split the pod"
     )
-
-
-def _at_most(ask: Ask, largest: Profile, policy: Policy) -> str:
-    """The largest ask that fits, in the units the container used (gpushare counts GiB)."""
-    resource = (ask.source or "").partition("=")[0]
-    unit = policy.memory_resources.get(resource)
-    if unit is None:
-        return f"{largest.memory_mib}Mi"
-    size = (
-        f"{unit >> 30}Gi"
-        if unit % (1 << 30) == 0
-        else f"{unit >> 20}Mi"
-        if unit % quantity.MIB == 0
-        else f"{unit} bytes"
-    )
-    return f"{resource}: {largest.memory_mib * quantity.MIB // unit} (units of {size})"
 
 
 def _pinned_text(spec: KubeObject, pinned: Constraints) -> str:
