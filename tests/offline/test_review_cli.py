@@ -120,15 +120,17 @@ def test_standard_input(argv):
     assert "Warning: Pod/default/hami: lwgpu: nvidia.com/gpumem=3000" in err
 
 
-def test_yaml_output_prints_allowed_objects_only():
-    """`--output yaml` prints the rewritten or unchanged allowed objects; denials go to stderr."""
+def test_yaml_output_prints_allowed_objects_and_marks_denied_ones():
+    """`--output yaml` prints the rewritten or unchanged allowed objects; a denied one leaves a
+    comment on stdout in its place, and its denial on stderr."""
     code, out, err = run_cli(
         "review", "-", "--output", "yaml", stdin=dump_all(HAMI, TWO_GPUS, CRONJOB)
     )
     assert code == 1
-    assert list(yaml.safe_load_all(out)) == [
+    assert [d for d in yaml.safe_load_all(out) if d is not None] == [
         decide(o, default_policy()).obj for o in (HAMI, CRONJOB)
     ]
+    assert "# lwgpu: denied, not admitted: <stdin>#1 Pod/default/two-gpus: spec:" in out
     assert "Denied: <stdin>#1 Pod/default/two-gpus: spec: the pod needs 2 GPUs" in err
 
 
@@ -191,21 +193,33 @@ def test_admission_review_output_is_the_server_response(obj, encode):
     assert run_cli("review", "-", stdin=encode(body))[1] == out  # json is the default for reviews
 
 
-def test_several_admission_reviews_print_a_list():
-    """Two AdmissionReviews in one input print the list of both responses."""
+def test_several_admission_reviews_print_verdicts_holding_each_response():
+    """Two AdmissionReviews in one input print one verdict each, with the server's response."""
     bodies = [admission_review(HAMI, uid="u-1"), admission_review(TWO_GPUS, uid="u-2")]
     code, out, _ = run_cli("review", "-", stdin=dump_all(*bodies))
     assert code == 1
-    assert json.loads(out) == [review(b, default_policies()).response for b in bodies]
+    found = json.loads(out)
+    assert [v["response"] for v in found] == [
+        review(b, default_policies()).response for b in bodies
+    ]
+    assert [v["outcome"] for v in found] == ["mutated", "denied"]
 
 
-def test_patch_output_has_one_patch_per_object():
-    """`--output patch`: one JSON Patch per line, [] for an object that needs no change."""
-    objects = [HAMI, TWO_GPUS, CRONJOB]
+def test_patch_output_has_one_line_per_object():
+    """`--output patch`: per line the object, its outcome and its JSON Patch; a denied and an
+    unchanged object are told apart by the outcome."""
+    objects = [HAMI, TWO_GPUS, CRONJOB, pod(container(limits={"cpu": 1}), name="plain")]
     code, out, _ = run_cli("review", "-", "--output", "patch", stdin=dump_all(*objects))
     assert code == 1
-    assert [json.loads(line) for line in out.splitlines()] == [
+    lines = [json.loads(line) for line in out.splitlines()]
+    assert [line["patch"] for line in lines] == [
         list(decide(o, default_policy()).patch) for o in objects
+    ]
+    assert [(line["where"], line["ref"], line["outcome"]) for line in lines] == [
+        ("<stdin>#0", "Pod/default/hami", "mutated"),
+        ("<stdin>#1", "Pod/default/two-gpus", "denied"),
+        ("<stdin>#2", "CronJob/default/nightly", "mutated"),
+        ("<stdin>#3", "Pod/default/plain", "skipped"),
     ]
 
 
@@ -214,7 +228,7 @@ def test_review_patch_decodes_to_patch_output():
     body = admission_review(CRONJOB, uid=UID)
     answer = json.loads(run_cli("review", "-", stdin=json.dumps(body))[1])["response"]
     patch_line = run_cli("review", "-", "--output", "patch", stdin=json.dumps(body))[1]
-    assert json.loads(base64.b64decode(answer["patch"])) == json.loads(patch_line)
+    assert json.loads(base64.b64decode(answer["patch"])) == json.loads(patch_line)["patch"]
 
 
 GOLDEN_CASES = {

@@ -63,23 +63,48 @@ def _expand(body: Any, where: str) -> Iterator[Document]:
         yield Document(where, body)
 
 
-def read_documents(paths: list[str]) -> list[Document]:
-    """Every document of every input, in order; `-` is standard input."""
+def _read_file(file: Path | None) -> list[Document]:
+    """The documents of one file (None: standard input); raises `InputError`."""
+    name = "<stdin>" if file is None else str(file)
+    try:
+        text = sys.stdin.read() if file is None else file.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as err:
+        raise InputError(f"{name}: cannot read: {err}") from None
     documents: list[Document] = []
+    for index, body in enumerate(_parse(text, name)):
+        documents.extend(_expand(body, f"{name}#{index}"))
+    return documents
+
+
+def read_inputs(paths: list[str]) -> tuple[list[Document], list[InputError]]:
+    """Every document of every readable input, in order, and one error per unreadable file.
+
+    One unreadable file (a Helm template among manifests) must not hide the verdicts of
+    the others: `review` reports each error and still reviews the rest.
+    """
+    documents: list[Document] = []
+    errors: list[InputError] = []
     for path in paths or ["-"]:
-        files = [None] if path == "-" else _files(path)
-        for file in files:
-            name = "<stdin>" if file is None else str(file)
+        for file in [None] if path == "-" else _files(path):
             try:
-                text = sys.stdin.read() if file is None else file.read_text(encoding="utf-8")
-            except (OSError, UnicodeDecodeError) as err:
-                raise InputError(f"{name}: cannot read: {err}") from None
-            for index, body in enumerate(_parse(text, name)):
-                documents.extend(_expand(body, f"{name}#{index}"))
-    if not documents:
+                documents.extend(_read_file(file))
+            except InputError as err:
+                errors.append(err)
+    if not documents and not errors:
         # An empty review passing CI silently usually means a wrong path or an empty pipe.
-        raise InputError(
-            "no objects to review in "
-            + ", ".join("<stdin>" if p == "-" else p for p in paths or ["-"])
+        errors.append(
+            InputError(
+                "no objects to review in "
+                + ", ".join("<stdin>" if p == "-" else p for p in paths or ["-"])
+            )
         )
+    return documents, errors
+
+
+def read_documents(paths: list[str]) -> list[Document]:
+    """Every document of every input, in order; `-` is standard input. Raises the first
+    `InputError` (for inputs that must be read whole, such as a node list)."""
+    documents, errors = read_inputs(paths)
+    if errors:
+        raise errors[0]
     return documents

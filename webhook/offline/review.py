@@ -1,7 +1,8 @@
 """`python -m webhook review`: the offline dry run of the decision, for people and CI.
 
 Exit codes: 0 every object allowed, 1 any denied, 2 unreadable input, bad policy
-or usage error (message on stderr).
+or usage error (message on stderr). An unreadable file is reported and the others are
+still reviewed and printed; the exit code is then 2.
 """
 
 from __future__ import annotations
@@ -20,8 +21,8 @@ from webhook.core.decision import decide
 from webhook.policy import PolicyError, PolicySet, load_policies
 
 from .cluster import read_nodes, unplaceable
-from .manifests import Document, InputError, read_documents
-from .yaml_output import dump_all
+from .manifests import Document, InputError, read_inputs
+from .outputs import print_outputs
 
 
 def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -46,10 +47,15 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     parser.add_argument(
         "--output",
         "-o",
-        choices=("json", "yaml", "patch"),
-        help="json: verdicts (or the AdmissionReview response); yaml: the "
-        "rewritten objects; patch: JSON Patch per object. Default: json "
-        "for AdmissionReviews, yaml for manifests",
+        choices=("json", "yaml", "patch", "diff"),
+        help="yaml: every admitted object as it would be stored (rewritten or unchanged; "
+        "for an AdmissionReview its request.object), a '# lwgpu: denied' comment in place "
+        "of each denied one; json: an array with one verdict per object (where, ref, "
+        "outcome, patch...; an AdmissionReview's also holds the server's response), but an "
+        "input that is exactly one AdmissionReview prints the AdmissionReview the server "
+        "answers; patch: one JSON line per object with where, ref, outcome and its JSON "
+        "Patch; diff: a unified diff per rewritten object, as kubectl diff shows it. "
+        "Default: json for AdmissionReviews, yaml for manifests",
     )
     parser.add_argument(
         "--namespace",
@@ -81,13 +87,15 @@ def _review_one(doc: Document, policies: PolicySet, default_ns: str) -> dict[str
             "review": result.response,
             "allowed": answer["allowed"],
             "outcome": result.decision,
+            "source": body.get("request", {}).get("object"),
             "object": result.decided.obj,
             "patch": patch,
             "reason": result.decided.reason,
             "warnings": answer.get("warnings", []),
             "profile": result.profile,
             "policy": _governing(policies, result.namespace),
-            "ref": f"{result.kind}/{result.namespace}/{result.name}",
+            "ref": _ref(result.kind, result.namespace, result.name),
+            "namespace": result.namespace,
         }
     if not isinstance(body, dict):
         raise InputError(f"{doc.where}: not an object (got {type(body).__name__})")
@@ -100,13 +108,15 @@ def _review_one(doc: Document, policies: PolicySet, default_ns: str) -> dict[str
         "where": doc.where,
         "allowed": decision.allowed,
         "outcome": decision.outcome,
+        "source": body,
         "object": decision.obj,
         "patch": list(decision.patch),
         "reason": decision.reason,
         "warnings": list(decision.warnings),
         "profile": decision.profile,
         "policy": _governing(policies, str(namespace)),
-        "ref": f"{body.get('kind')}/{namespace}/{name}",
+        "ref": _ref(body.get("kind"), namespace, name),
+        "namespace": str(namespace),
     }
 
 
@@ -115,65 +125,10 @@ def _governing(policies: PolicySet, namespace: str) -> str | None:
     return policy.name if policy else None
 
 
-def _verdict(result: dict[str, Any]) -> dict[str, Any]:
-    keys = (
-        "where",
-        "ref",
-        "policy",
-        "outcome",
-        "allowed",
-        "profile",
-        "reason",
-        "warnings",
-        "patch",
-    )
-    return {k: result[k] for k in keys}
-
-
-def _print_outputs(results: list[dict[str, Any]], output: str | None) -> None:
-    """Warnings and denials on stderr, then the results on stdout in the `--output` format."""
-    _print_notices(results)
-    fmt = output or _default_format(results)
-    if fmt == "patch":
-        _print_patches(results)
-    elif fmt == "json":
-        _print_json(results)
-    else:
-        _print_yaml(results)
-
-
-def _print_notices(results: list[dict[str, Any]]) -> None:
-    for result in results:
-        for warning in result["warnings"]:
-            print(f"Warning: {result['ref']}: {warning}", file=sys.stderr)
-        if not result["allowed"]:
-            print(f"Denied: {result['where']} {result['ref']}: {result['reason']}", file=sys.stderr)
-
-
-def _default_format(results: list[dict[str, Any]]) -> str:
-    """json when every input was an AdmissionReview, else yaml."""
-    return "json" if results and all("review" in r for r in results) else "yaml"
-
-
-def _print_patches(results: list[dict[str, Any]]) -> None:
-    for result in results:
-        print(json.dumps(result["patch"]))
-
-
-def _print_json(results: list[dict[str, Any]]) -> None:
-    out = [r["review"] if "review" in r else _verdict(r) for r in results]
-    # One AdmissionReview in gives one AdmissionReview out, as the server would answer it.
-    print(json.dumps(out[0] if len(out) == 1 and "review" in results[0] else out, indent=2))
-
-
-def _print_yaml(results: list[dict[str, Any]]) -> None:
-    # A denied manifest is left out: it would not be admitted, and its denial is on stderr.
-    shown = [
-        r.get("review") if "review" in r else r["object"]
-        for r in results
-        if r["allowed"] or "review" in r
-    ]
-    sys.stdout.write(dump_all(shown))
+def _ref(kind: object, namespace: object, name: object) -> str:
+    """Kind/namespace/name for messages; a missing kind or namespace is named, never None
+    (a missing name stays empty: a pod template of a CI system often has none)."""
+    return f"{kind or '(no kind)'}/{namespace or '(cluster)'}/{name or ''}"
 
 
 def run(args: argparse.Namespace) -> int:
@@ -191,22 +146,27 @@ def run(args: argparse.Namespace) -> int:
     except PolicyError as err:
         print(f"error: cannot load policies:\n{err}", file=sys.stderr)
         return 2
-    try:
-        documents = read_documents(args.paths)
-        results = [_review_one(doc, policies, args.namespace) for doc in documents]
-    except InputError as err:
-        print(f"error: {err}", file=sys.stderr)
-        return 2
+    documents, errors = read_inputs(args.paths)
+    results = []
+    for doc in documents:
+        try:
+            results.append(_review_one(doc, policies, args.namespace))
+        except InputError as err:
+            errors.append(err)
+    for error in errors:
+        print(f"error: {error}", file=sys.stderr)
     unplaced = _unplaced(results, args.nodes) if args.nodes else []
     if unplaced is None:
         return 2
-    _print_outputs(results, args.output)
+    print_outputs(results, args.output, whole=not errors)
     for result in unplaced:
         print(
             f"Unschedulable: {result['where']} {result['ref']}: its nodeSelector and required "
             f"node affinity match no node of {args.nodes}",
             file=sys.stderr,
         )
+    if errors:
+        return 2
     return 0 if all(r["allowed"] for r in results) and not unplaced else 1
 
 

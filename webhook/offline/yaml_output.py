@@ -7,6 +7,9 @@ dot, `0o17` and `0b101` are integers, underscores are ignored in numbers, and a 
 timestamp that comes back re-formatted. A plain scalar that Go would read as anything but
 that string is written quoted, so strings (env values, ConfigMap data, label values) stay
 strings.
+
+`dump_manifest` also puts an object's top-level keys in Kubernetes' order, so `-o yaml`
+and both sides of `-o diff` read the same way.
 """
 
 from __future__ import annotations
@@ -81,3 +84,20 @@ GoSafeDumper.add_representer(str, _represent_str)
 def dump_all(documents: Iterable[Any]) -> str:
     """The documents as a multi-document YAML stream, keys in the order they were given."""
     return yaml.dump_all(documents, Dumper=GoSafeDumper, sort_keys=False)
+
+
+# The order `kubectl get -o yaml` and every Kubernetes example put an object's top-level keys in.
+_KUBE_ORDER = ("apiVersion", "kind", "metadata", "spec")
+
+
+def kube_order(obj: Any) -> Any:
+    """`obj` with apiVersion, kind, metadata and spec first, the other keys as written."""
+    if not isinstance(obj, dict):
+        return obj
+    first = {key: obj[key] for key in _KUBE_ORDER if key in obj}
+    return first | {key: value for key, value in obj.items() if key not in first}
+
+
+def dump_manifest(obj: Any) -> str:
+    """One object as a YAML document, keys in Kubernetes' order (`-o yaml` and `-o diff`)."""
+    return dump_all([kube_order(obj)])
