@@ -18,6 +18,7 @@ COMMANDS = (
     "webhook.offline.policy_check",
     "webhook.server.cli",
     "webhook.node.labeller",
+    "webhook.offline.completion",
 )
 
 
@@ -30,6 +31,8 @@ def build_parser(prog: str = "python -m webhook") -> argparse.ArgumentParser:
     subparsers = parser.add_subparsers(dest="command", required=True)
     for module in COMMANDS:
         importlib.import_module(module).register(subparsers)
+    # `completion` walks the whole parser; a sub-command's own parser cannot reach its root.
+    parser.set_defaults(root_parser=parser)
     return parser
 
 
