@@ -37,7 +37,8 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         "paths",
         nargs="*",
         metavar="PATH|-",
-        help="files or directories to read; - or nothing reads standard input",
+        help="files or directories to read; - reads standard input (with no PATH, stdin is "
+        "read only when it is piped)",
     )
     parser.add_argument(
         "--policies",
