@@ -175,27 +175,8 @@ def test_kubectl_apply_dry_run_accepts_every_yaml_object():
     unnamed = [t for t in texts if t not in named]
     assert named and unnamed
     with discovery_server(kinds) as url:
-        applied = kubectl(
-            "apply",
-            "--server",
-            url,
-            "--dry-run=client",
-            "--validate=false",
-            "-f",
-            "-",
-            stdin="\n---\n".join(named),
-        )
-        created = kubectl(
-            "create",
-            "--server",
-            url,
-            "--dry-run=client",
-            "--validate=false",
-            "-f",
-            "-",
-            stdin="\n---\n".join(unnamed),
-        )
-    assert applied.returncode == 0, applied.stderr
-    assert applied.stdout.count("created (dry run)") == len(named), applied.stdout
-    assert created.returncode == 0, created.stderr
-    assert created.stdout.count("created (dry run)") == len(unnamed), created.stdout
+        for verb, batch in (("apply", named), ("create", unnamed)):
+            flags = ("--server", url, "--dry-run=client", "--validate=false", "-f", "-")
+            done = kubectl(verb, *flags, stdin="\n---\n".join(batch))
+            assert done.returncode == 0, (verb, done.stderr)
+            assert done.stdout.count("created (dry run)") == len(batch), done.stdout
