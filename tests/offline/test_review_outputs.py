@@ -12,6 +12,7 @@ import json
 import re
 import shutil
 import subprocess
+import tempfile
 
 import pytest
 import yaml
@@ -134,15 +135,18 @@ def test_diff_applied_with_patch_reproduces_yaml(tmp_path):
 def kubectl(*args: str, stdin: str) -> subprocess.CompletedProcess[str]:
     """The real kubectl with `args`, reading `stdin`, never a real cluster's config."""
     assert KUBECTL is not None
-    return subprocess.run(
-        [KUBECTL, *args],
-        input=stdin,
-        text=True,
-        capture_output=True,
-        timeout=60,
-        check=False,
-        env={"PATH": "/usr/bin:/bin", "KUBECONFIG": "/dev/null"},
-    )
+    # kubectl caches discovery under $HOME/.kube/cache: with no HOME that is ./.kube in the
+    # checkout, so each call gets a home of its own that is removed after it.
+    with tempfile.TemporaryDirectory() as home:
+        return subprocess.run(
+            [KUBECTL, *args],
+            input=stdin,
+            text=True,
+            capture_output=True,
+            timeout=60,
+            check=False,
+            env={"PATH": "/usr/bin:/bin", "KUBECONFIG": "/dev/null", "HOME": home},
+        )
 
 
 @requires_kubectl
