@@ -1,5 +1,6 @@
-"""End to end through the install: `kubectl kustomize deploy/`, the real server over real TLS, and
-`tests/fakes/apiserver_harness.py`, a test double of kube-apiserver's admission dispatcher.
+"""End to end through the install (`kubectl kustomize deploy/`, then the Helm chart's default
+render), the real server over real TLS, and `tests/fakes/apiserver_harness.py`, a test double
+of kube-apiserver's admission dispatcher.
 
 The oracle is the pure decision (`webhook.decision.decide`) on the object as the apiserver hands
 it to admission. One server serves the module; outages are other routes or configurations of
@@ -18,6 +19,7 @@ import pytest
 import certs
 from tests.fakes.apiserver_install import running
 from tests.fakes.apiserver_rules import as_received, schema_error
+from tests.support import helm
 from tests.support.builders import container, pod, workload
 from tests.support.manifests import corpus_files, documents
 from tests.support.paths import EXAMPLES, REPO
@@ -87,9 +89,15 @@ def reviews_answered(server) -> float:
     return sum(value for (name, _), value in server.metrics().items() if name in counted)
 
 
-@pytest.fixture(scope="module")
-def install(tmp_path_factory):
-    with running(tmp_path_factory.mktemp("e2e")) as (apiserver, server):
+@pytest.fixture(scope="module", params=["kustomize", "chart"])
+def install(request, tmp_path_factory):
+    """The dispatcher and the server of each default install: `kubectl kustomize deploy/` and
+    the Helm chart's `helm template` (skipped where no helm can be had)."""
+    objects = None
+    if request.param == "chart":
+        request.getfixturevalue("helm_bin")  # skips, with the reason, where no helm can be had
+        objects = helm.template()
+    with running(tmp_path_factory.mktemp("e2e"), objects) as (apiserver, server):
         yield apiserver, server
 
 

@@ -1,5 +1,6 @@
 """The install as a test double of kube-apiserver uses it: `running()` renders `deploy/` with
-`kubectl kustomize` and starts the real webhook server as its Deployment says. Not a cluster.
+`kubectl kustomize` (or takes other rendered objects, such as the Helm chart's) and starts the
+real webhook server as its Deployment says. Not a cluster.
 
 `running()` resolves the webhooks' Service to the webhook Deployment's container, makes
 certificates with `python -m certs generate` and patches the printed caBundle into both
@@ -101,9 +102,11 @@ def serve_command(container: dict, mounts: dict[str, Path], port: int, declared:
 
 
 @contextlib.contextmanager
-def running(workdir: Path, target: Path = DEPLOY) -> Iterator[tuple[Apiserver, Server]]:
-    """Render `target`, make certificates, start the real server; yield the dispatcher and it."""
-    objects = kustomize(target)
+def running(workdir: Path, objects: list[dict] | None = None) -> Iterator[tuple[Apiserver, Server]]:
+    """Take the install's objects (default: `kubectl kustomize deploy/`), make certificates,
+    start the real server; yield the dispatcher and it."""
+    if objects is None:
+        objects = kustomize(DEPLOY)
     configs = sorted(
         (o for o in objects if o["kind"].endswith("WebhookConfiguration")),
         key=lambda o: (not o["kind"].startswith("Mutating"), o["metadata"]["name"]),

@@ -1,0 +1,289 @@
+"""The Helm chart deploy/helm/lwgpu with a real helm 3.19 (tests/support/helm.py).
+
+Each install path renders the same objects: the chart's default render is `kubectl kustomize
+deploy/` less the Namespace (Helm stores its release in the namespace before it creates
+anything, so the namespace cannot be one of the chart's objects), and its cert-manager and
+monitoring values give the overlays of the same names. Every render lints with `--strict`,
+validates against the Kubernetes schemas, and each value does what values.yaml says; bad values
+are refused by values.schema.json before anything renders. The end-to-end admission tests
+(test_e2e_admission.py) run against the chart's default render too.
+"""
+
+from __future__ import annotations
+
+import copy
+from collections.abc import Callable
+from pathlib import Path
+
+import kubernetes_validate
+import pytest
+
+from tests.support import helm
+from tests.support.deploy import kustomize
+from tests.support.kubectl import requires_kubectl
+from tests.support.paths import DEPLOY, REPO
+
+# The labels Helm's own templates add; kustomize's part-of label is on both renders.
+HELM_LABELS = {
+    "app.kubernetes.io/managed-by",
+    "app.kubernetes.io/instance",
+    "app.kubernetes.io/version",
+    "helm.sh/chart",
+}
+CUSTOM_GROUPS = {"cert-manager.io", "monitoring.coreos.com"}  # CRDs: no schema to check against
+DIGEST = "sha256:" + "ab" * 32
+VALUE_SETS = {  # name -> helm template arguments
+    "default": [],
+    "cert-manager": ["--set", "certificates.mode=cert-manager"],
+    "monitoring": ["--set", "monitoring.enabled=true", "--set", "monitoring.labels.release=kps"],
+    "minimal": ["--set", "labeller.enabled=false", "--set", "networkPolicy.enabled=false"],
+    "pinned": ["--set", f"image.digest={DIGEST}", "--set", "image.tag=0.1.0"],
+}
+
+
+@pytest.fixture(scope="module")
+def renders(helm_bin: Path) -> dict[str, list[dict]]:
+    """The chart rendered with each value set."""
+    return {name: helm.template(*args) for name, args in VALUE_SETS.items()}
+
+
+def normalised(objects: list[dict]) -> dict[tuple[str, str], dict]:
+    """(kind, name) -> the object without Helm's own labels."""
+    out = {}
+    for obj in objects:
+        obj = copy.deepcopy(obj)
+        labels = obj["metadata"].get("labels", {})
+        for label in HELM_LABELS:
+            labels.pop(label, None)
+        out[obj["kind"], obj["metadata"]["name"]] = obj
+    return out
+
+
+@pytest.mark.parametrize("values", sorted(VALUE_SETS))
+def test_chart_lints_strictly(helm_bin: Path, values: str) -> None:
+    linted = helm.helm("lint", "--strict", str(helm.CHART), *VALUE_SETS[values], check=False)
+    assert linted.returncode == 0, linted.stdout + linted.stderr
+    assert "1 chart(s) linted, 0 chart(s) failed" in linted.stdout
+
+
+@requires_kubectl
+@pytest.mark.parametrize(
+    "values, target",
+    [
+        ("default", ""),
+        ("cert-manager", "overlays/cert-manager"),
+        ("monitoring", "overlays/monitoring"),
+    ],
+)
+def test_chart_renders_what_kustomize_renders(renders, values: str, target: str) -> None:
+    chart = normalised(renders[values])
+    if values == "monitoring":  # the one value kustomize has no counterpart of
+        for kind in ("ServiceMonitor", "PrometheusRule"):
+            assert chart[kind, "lwgpu-webhook"]["metadata"]["labels"].pop("release") == "kps"
+    objects = kustomize(DEPLOY / target)
+    assert [o["kind"] for o in objects if o["kind"] == "Namespace"] == ["Namespace"]
+    assert chart == normalised([o for o in objects if o["kind"] != "Namespace"])
+
+
+@pytest.mark.parametrize("version", ["1.30.0", kubernetes_validate.latest_version()])
+@pytest.mark.parametrize("values", sorted(VALUE_SETS))
+def test_every_rendered_object_validates(renders, values: str, version: str) -> None:
+    errors, custom = [], set()
+    for obj in renders[values]:
+        if obj["apiVersion"].split("/")[0] in CUSTOM_GROUPS:
+            custom.add(obj["kind"])
+            continue
+        try:
+            kubernetes_validate.validate(obj, version, strict=True)
+        except kubernetes_validate.ValidationError as err:
+            errors.append(f"{obj['kind']}/{obj['metadata']['name']}: {err.message}")
+    assert errors == []
+    expected = {
+        "cert-manager": {"Issuer", "Certificate"},
+        "monitoring": {"ServiceMonitor", "PrometheusRule"},
+    }
+    assert custom == expected.get(values, set())
+
+
+def workload_spec(objects: list[dict], kind: str, name: str) -> dict:
+    """The pod spec of the named workload in a render."""
+    [obj] = [o for o in objects if (o["kind"], o["metadata"]["name"]) == (kind, name)]
+    spec = obj["spec"]["jobTemplate"]["spec"] if kind == "CronJob" else obj["spec"]
+    return spec["template"]["spec"]
+
+
+def kinds(objects: list[dict]) -> set[tuple[str, str]]:
+    return {(o["kind"], o["metadata"]["name"]) for o in objects}
+
+
+POLICY_FILE = REPO / "policies" / "examples" / "mixed-fleet.yaml"
+POLICY = POLICY_FILE.read_text(encoding="utf-8")
+# (what, helm arguments, check of the render)
+VALUE_EFFECTS: list[tuple[str, list[str], Callable[[list[dict]], bool]]] = [
+    (
+        "tag and digest pin the image",
+        ["--set", "image.tag=0.2.0", "--set", f"image.digest={DIGEST}"],
+        lambda objs: (
+            {
+                c["image"]
+                for kind, name in [
+                    ("Deployment", "lwgpu-webhook"),
+                    ("DaemonSet", "lwgpu-labeller"),
+                    ("Job", "lwgpu-certs"),
+                    ("CronJob", "lwgpu-certs-rotate"),
+                ]
+                for c in workload_spec(objs, kind, name)["containers"]
+            }
+            == {f"ghcr.io/lwgpu/lwgpu:0.2.0@{DIGEST}"}
+        ),
+    ),
+    (
+        "no tag is the chart's appVersion",
+        [],
+        lambda objs: (
+            workload_spec(objs, "Deployment", "lwgpu-webhook")["containers"][0]["image"]
+            == "ghcr.io/lwgpu/lwgpu:0.1.0"
+        ),
+    ),
+    (
+        "a digest drops checkov's unpinned-image skips",
+        ["--set", f"image.digest={DIGEST}"],
+        lambda objs: (
+            not any(
+                v.startswith(("CKV_K8S_43=", "CKV_K8S_15="))
+                for o in objs
+                for v in (o["metadata"].get("annotations") or {}).values()
+            )
+        ),
+    ),
+    (
+        "replicas",
+        ["--set", "webhook.replicas=3"],
+        lambda objs: [o["spec"]["replicas"] for o in objs if o["kind"] == "Deployment"] == [3],
+    ),
+    (
+        "resources",
+        ["--set", "webhook.resources.limits.memory=512Mi"],
+        lambda objs: (
+            workload_spec(objs, "Deployment", "lwgpu-webhook")["containers"][0]["resources"][
+                "limits"
+            ]
+            == {"cpu": "1", "memory": "512Mi"}
+        ),
+    ),
+    (
+        "priorityClassName",
+        ["--set", "webhook.priorityClassName=system-cluster-critical"],
+        lambda objs: (
+            workload_spec(objs, "Deployment", "lwgpu-webhook")["priorityClassName"]
+            == "system-cluster-critical"
+        ),
+    ),
+    (
+        "an inline policy is what the webhook serves",
+        ["--set-file", f"policy={POLICY_FILE}"],
+        lambda objs: (
+            [o["data"] for o in objs if o["kind"] == "ConfigMap"] == [{"default.yaml": POLICY}]
+        ),
+    ),
+    (
+        "no policy serves the shipped default",
+        [],
+        lambda objs: (
+            [o["data"] for o in objs if o["kind"] == "ConfigMap"]
+            == [{"default.yaml": (REPO / "policies" / "default.yaml").read_text(encoding="utf-8")}]
+        ),
+    ),
+    (
+        "cert-manager replaces the installer Job and CronJob",
+        ["--set", "certificates.mode=cert-manager"],
+        lambda objs: (
+            not {("Job", "lwgpu-certs"), ("CronJob", "lwgpu-certs-rotate")} & kinds(objs)
+            and {("Certificate", "lwgpu-webhook"), ("Issuer", "lwgpu-ca")} <= kinds(objs)
+        ),
+    ),
+    (
+        "the labeller off leaves no labeller object",
+        ["--set", "labeller.enabled=false"],
+        lambda objs: not any("labeller" in name for _, name in kinds(objs)),
+    ),
+    (
+        "the labeller's nodeSelector, tolerations, runtimeClassName, priorityClassName",
+        [
+            "--set",
+            "labeller.nodeSelector.pool=gpu",
+            "--set",
+            "labeller.tolerations[0].operator=Exists",
+            "--set",
+            "labeller.runtimeClassName=nvidia",
+            "--set",
+            "labeller.priorityClassName=system-node-critical",
+        ],
+        lambda objs: (
+            {
+                k: v
+                for k, v in workload_spec(objs, "DaemonSet", "lwgpu-labeller").items()
+                if k in ("nodeSelector", "tolerations", "runtimeClassName", "priorityClassName")
+            }
+            == {
+                "nodeSelector": {"pool": "gpu"},
+                "tolerations": [{"operator": "Exists"}],
+                "runtimeClassName": "nvidia",
+                "priorityClassName": "system-node-critical",
+            }
+        ),
+    ),
+    (
+        "the NetworkPolicy off leaves none",
+        ["--set", "networkPolicy.enabled=false"],
+        lambda objs: not any(o["kind"] == "NetworkPolicy" for o in objs),
+    ),
+    (
+        "monitoring off (the default) leaves no monitoring object",
+        [],
+        lambda objs: (
+            not {"ServiceMonitor", "PrometheusRule"} & {o["kind"] for o in objs}
+            and ("ConfigMap", "lwgpu-dashboard") not in kinds(objs)
+        ),
+    ),
+]
+
+
+@pytest.mark.parametrize(
+    "what, args, check", VALUE_EFFECTS, ids=[effect[0] for effect in VALUE_EFFECTS]
+)
+def test_each_value_does_what_values_yaml_says(
+    helm_bin: Path, what: str, args: list[str], check: Callable[[list[dict]], bool]
+) -> None:
+    assert check(helm.template(*args)), what
+
+
+BAD_VALUES = [  # (helm arguments, what helm's schema error must name)
+    (["--set", "webhook.replicas=0"], "/webhook/replicas"),
+    (["--set-string", "webhook.replicas=two"], "/webhook/replicas"),
+    (["--set", "certificates.mode=vault"], "/certificates/mode"),
+    (["--set", "image.digest=latest"], "/image/digest"),
+    (["--set", "webhook.replica=2"], "replica"),
+    (["--set", "labeller.enabled=yes-please"], "/labeller/enabled"),
+    (["--set", "webhook.priorityClassName=Not A Name"], "/webhook/priorityClassName"),
+]
+
+
+@pytest.mark.parametrize("args, field", BAD_VALUES, ids=[" ".join(a) for a, _ in BAD_VALUES])
+def test_schema_refuses_bad_values(helm_bin: Path, args: list[str], field: str) -> None:
+    done = helm.helm("template", "lwgpu", str(helm.CHART), *args, check=False)
+    assert done.returncode != 0
+    assert done.stdout == ""
+    assert "values don't meet the specifications of the schema" in done.stderr
+    assert field in done.stderr, done.stderr
+
+
+def test_the_chart_reads_deploy_files_through_links() -> None:
+    """The chart's copies of the policy and the webhook scope are links into deploy/ and
+    policies/, so one file serves both installs (helm follows links when it packages)."""
+    files = helm.CHART / "files"
+    links = sorted(p.name for p in files.rglob("*") if p.is_symlink())
+    assert "default.yaml" in links and "webhook-scope.yaml" in links
+    for link in (p for p in files.rglob("*") if p.is_symlink()):
+        target = link.resolve()
+        assert target.is_file() and not target.is_relative_to(helm.CHART), link
