@@ -1,114 +1,28 @@
-"""End to end over TLS with keep-alive: `webhook serve` against the no-op floor, and memory.
+"""End to end over TLS with keep-alive: `webhook serve` against its peers, and its memory.
 
-`wrk` (Debian package `wrk`) drives both servers with the same AdmissionReview
-through a Lua script (it POSTs with `Content-Type: application/json`, and
-prints its numbers as one JSON line). Both servers run at the same time on the
-same certificates; runs alternate between them, so load from elsewhere on the
-shared machine hits both alike. Every wrk run is bounded in time, and the
-memory runs also in count.
+Every server in the lineup (`lineup.py`) runs at the same time on the same certificates.
+Closed loop: for each connection count, each repeat runs every server once, back to back,
+in an order that rotates between repeats, so load from elsewhere on the shared machine hits
+all of them alike; each repeat's ratios (webhook / peer) come from runs seconds apart, and
+their range is the table's error bar. Fixed rate: the same rotation at a fixed offered rate,
+for latency percentiles that measure the server rather than a queue. Every wrk run is bounded
+in time, and the memory runs also in count.
 """
 
 from __future__ import annotations
 
-import json
 import os
 import shutil
-import signal
 import statistics
-import subprocess
-import time
-from collections.abc import Callable
 from contextlib import ExitStack
 from pathlib import Path
 
-import orjson
-
 import certs
+from webhook.policy import PolicySet
 
-from . import procs
+from . import lineup, procs, wrk
 
-WRK_SCRIPT = r"""
-wrk.method = "POST"
-wrk.headers["Content-Type"] = "application/json"
-local file = assert(io.open(os.getenv("LWGPU_BENCH_BODY"), "rb"))
-wrk.body = file:read("*a")
-file:close()
-
-local limit = tonumber(os.getenv("LWGPU_BENCH_LIMIT") or "0")
-if limit > 0 then
-  local count = 0
-  response = function(status, headers, body)
-    count = count + 1
-    if count >= limit then wrk.thread:stop() end
-  end
-end
-
-done = function(summary, latency, requests)
-  local e = summary.errors
-  io.write(string.format(
-    'LWGPU_RESULT {"requests":%d,"duration_us":%d,"p50_us":%d,"p90_us":%d,"p99_us":%d,' ..
-    '"max_us":%d,"errors":{"connect":%d,"read":%d,"write":%d,"status":%d,"timeout":%d}}\n',
-    summary.requests, summary.duration, latency:percentile(50), latency:percentile(90),
-    latency:percentile(99), latency.max, e.connect, e.read, e.write, e.status, e.timeout))
-end
-"""
-WRK_SLACK_S = 30
-POLL_S = 0.25
 TICKS_PER_S = os.sysconf("SC_CLK_TCK")
-
-
-def wrk(
-    url: str,
-    body: Path,
-    script: Path,
-    *,
-    connections: int,
-    duration_s: float,
-    limit_per_thread: int = 0,
-    until: Callable[[], bool] | None = None,
-) -> dict:
-    """One wrk run against `url`: requests, throughput, latency percentiles and errors.
-
-    wrk always sleeps out its `-d` duration; when `until()` turns true (polled a few
-    times a second) it is interrupted (SIGINT), and then reports as usual.
-    """
-    threads = min(2, connections)
-    env = {**os.environ, "LWGPU_BENCH_BODY": str(body), "LWGPU_BENCH_LIMIT": str(limit_per_thread)}
-    command = [
-        "wrk",
-        "-t",
-        str(threads),
-        "-c",
-        str(connections),
-        "-d",
-        f"{duration_s:g}s",
-        "--timeout",
-        "5s",
-        "-s",
-        str(script),
-        url,
-    ]
-    with subprocess.Popen(
-        command, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
-    ) as process:
-        try:
-            deadline = time.monotonic() + duration_s + WRK_SLACK_S
-            while process.poll() is None and time.monotonic() < deadline:
-                if until is not None and until():
-                    process.send_signal(signal.SIGINT)
-                    break
-                time.sleep(POLL_S)
-            stdout, stderr = process.communicate(timeout=max(1.0, deadline - time.monotonic()))
-        finally:
-            if process.poll() is None:
-                process.kill()
-    lines = [line for line in stdout.splitlines() if line.startswith("LWGPU_RESULT ")]
-    if process.returncode != 0 or not lines:
-        raise RuntimeError(f"wrk failed ({process.returncode}): {stderr or stdout}")
-    result = json.loads(lines[-1].removeprefix("LWGPU_RESULT "))
-    result["rps"] = round(result["requests"] / (result["duration_us"] / 1e6), 1)
-    result["errors_total"] = sum(result["errors"].values())
-    return result
 
 
 def _prepare(workdir: Path, body: bytes) -> tuple[Path, Path, Path]:
@@ -118,120 +32,157 @@ def _prepare(workdir: Path, body: bytes) -> tuple[Path, Path, Path]:
     tls = workdir / "tls"
     certs.generate(tls, "lwgpu-webhook", "lwgpu-system", dns=("localhost",), ips=("127.0.0.1",))
     (workdir / "body.json").write_bytes(body)
-    (workdir / "bench.lua").write_text(WRK_SCRIPT)
-    return tls, workdir / "body.json", workdir / "bench.lua"
+    return tls, workdir / "body.json", wrk.write_script(workdir / "bench.lua")
 
 
-def _server_args(tls: Path, workers: int, threads: int) -> list[str]:
-    return [
-        "--tls-cert",
-        str(tls / "tls.crt"),
-        "--tls-key",
-        str(tls / "tls.key"),
-        "--workers",
-        str(workers),
-        "--threads",
-        str(threads),
-    ]
+def _measured(server: procs.Server, body: Path, script: Path, **options: int | float) -> dict:
+    """A wrk run, plus the CPU the server's workers (or its one process) used per request.
 
-
-def _check_answers(webhook: procs.Server, noop: procs.Server, body: bytes) -> str:
-    """Both servers answer the benchmark's review with 200; the webhook's decision."""
-    status, data = noop.call("POST", "/mutate", body)
-    if status != 200 or not orjson.loads(data)["response"]["allowed"]:
-        raise RuntimeError(f"no-op server answered {status}: {data[:300]!r}")
-    status, data = webhook.call("POST", "/mutate", body)
-    answer = orjson.loads(data).get("response", {}) if status == 200 else {}
-    if status != 200 or "allowed" not in answer:
-        raise RuntimeError(f"webhook answered {status}: {data[:300]!r}")
-    return "mutated" if "patch" in answer else ("allowed" if answer["allowed"] else "denied")
-
-
-def _aggregate(runs: list[dict]) -> dict:
-    return {
-        "rps": round(statistics.median(r["rps"] for r in runs), 1),
-        "p50_ms": round(statistics.median(r["p50_us"] for r in runs) / 1000, 3),
-        "p99_ms": round(statistics.median(r["p99_us"] for r in runs) / 1000, 3),
-        "errors": sum(r["errors_total"] for r in runs),
-        "busiest_worker_share": max(r["busiest_worker_share"] for r in runs),
-        "cpu_us_per_request": statistics.median(r["cpu_us_per_request"] for r in runs),
-        "runs": runs,
-    }
-
-
-def _measured(
-    server: procs.Server, url: str, body: Path, script: Path, connections: int, duration_s: float
-) -> dict:
-    """A wrk run, plus how the servers' workers shared the CPU during it.
-
-    gthread workers accept from one shared socket, so a few keep-alive connections
-    can all land on one worker while the other idles: `busiest_worker_share` near
-    1.0 says the run measured one worker, not two.
+    `busiest_worker_share` near 1.0 says one worker took every connection: the run then
+    measured one worker, not two.
     """
-    pids = procs.workers(server.process.pid)
+    pids = procs.workers(server.process.pid) or [server.process.pid]
     before = [procs.cpu_ticks(pid) for pid in pids]
-    result = wrk(url, body, script, connections=connections, duration_s=duration_s)
-    used = [procs.cpu_ticks(pid) - start for pid, start in zip(pids, before, strict=False)]
-    result["worker_cpu_ticks"] = used
-    # CPU per request does not depend on how connections fell between the workers.
+    result = wrk.run(server.url + "/mutate", body, script, **options)
+    used = [procs.cpu_ticks(pid) - start for pid, start in zip(pids, before, strict=True)]
     result["cpu_us_per_request"] = round(sum(used) / TICKS_PER_S * 1e6 / max(1, result["requests"]))
     result["busiest_worker_share"] = round(max(used) / max(1, sum(used)), 2)
     return result
 
 
+def _aggregate(runs: list[dict]) -> dict:
+    def median(key: str, scale: float = 1.0) -> float:
+        return round(statistics.median(r[key] for r in runs) / scale, 3)
+
+    return {
+        "rps": median("rps"),
+        "p50_ms": median("p50_us", 1000),
+        "p99_ms": median("p99_us", 1000),
+        "p999_ms": median("p999_us", 1000),
+        "p99_ms_range": [
+            round(min(r["p99_us"] for r in runs) / 1000, 3),
+            round(max(r["p99_us"] for r in runs) / 1000, 3),
+        ],
+        "errors": sum(r["errors_total"] for r in runs),
+        "busiest_worker_share": max(r["busiest_worker_share"] for r in runs),
+        "cpu_us_per_request": median("cpu_us_per_request"),
+        "runs": runs,
+    }
+
+
+def _rotated(names: list[str], repeat: int) -> list[str]:
+    shift = repeat % len(names)
+    return names[shift:] + names[:shift]
+
+
+def _series(
+    servers: dict[str, procs.Server],
+    body: Path,
+    script: Path,
+    *,
+    repeats: int,
+    warmup_s: float,
+    **options: int | float,
+) -> dict:
+    """Each server once per repeat, order rotating; per server the aggregate, and per peer
+    the webhook's ratios to it within each repeat (throughput, CPU per request, p99)."""
+    names = list(servers)
+    runs: dict[str, list[dict]] = {name: [] for name in names}
+    for repeat in range(repeats):
+        for name in _rotated(names, repeat):
+            if warmup_s:
+                wrk.run(
+                    servers[name].url + "/mutate",
+                    body,
+                    script,
+                    **{**options, "duration_s": warmup_s},
+                )
+            runs[name].append(_measured(servers[name], body, script, **options))
+    ours = runs["webhook"]
+    ratios = {
+        name: {
+            "rps": [round(a["rps"] / b["rps"], 3) for a, b in zip(ours, theirs, strict=True)],
+            "cpu": [
+                round(a["cpu_us_per_request"] / max(1, b["cpu_us_per_request"]), 3)
+                for a, b in zip(ours, theirs, strict=True)
+            ],
+            "p99": [
+                round(a["p99_us"] / max(1, b["p99_us"]), 3)
+                for a, b in zip(ours, theirs, strict=True)
+            ],
+        }
+        for name, theirs in runs.items()
+        if name != "webhook"
+    }
+    return {"servers": {name: _aggregate(r) for name, r in runs.items()}, "ratios": ratios}
+
+
 def end_to_end(
     workdir: Path,
     body: bytes,
+    policies: PolicySet,
     *,
+    names: tuple[str, ...] = lineup.NAMES,
+    against: str | None = None,
     connections: tuple[int, ...] = (8, 64),
-    duration_s: float = 6,
-    warmup_s: float = 2,
-    repeats: int = 5,
+    duration_s: float = 5,
+    warmup_s: float = 1,
+    repeats: int = 4,
+    rate: int = 200,
+    rate_connections: int = 8,
+    rate_duration_s: float = 15,
+    rate_repeats: int = 2,
     workers: int = 2,
     threads: int = 8,
 ) -> dict:
-    """wrk against `webhook serve` and the no-op app, alternating, for each connection count."""
+    """Closed-loop levels, then the fixed rate, for every server of the lineup."""
     tls, body_file, script = _prepare(workdir, body)
-    args = _server_args(tls, workers, threads)
+    found, skipped = lineup.contenders(
+        names, tls, workdir, policies, workers=workers, threads=threads, against=against
+    )
     results: dict = {
         "workers": workers,
         "threads": threads,
         "duration_s": duration_s,
         "repeats": repeats,
         "body_bytes": len(body),
+        "skipped": skipped,
         "levels": [],
     }
     with ExitStack() as stack:
-        webhook = stack.enter_context(
-            procs.serving("webhook", "webhook", ["serve", *args], tls / "ca.crt", workdir)
-        )
-        noop = stack.enter_context(
-            procs.serving("noop", "tests.bench.noop", args, tls / "ca.crt", workdir)
-        )
-        results["decision"] = _check_answers(webhook, noop, body)
+        servers = lineup.start(stack, found, tls / "ca.crt", workdir)
+        results["decision"] = lineup.check_answers(servers, body)
         for count in connections:
-            runs: dict[str, list[dict]] = {"webhook": [], "noop": []}
-            for repeat in range(repeats):
-                order = (webhook, noop) if repeat % 2 == 0 else (noop, webhook)
-                for server in order:
-                    url = server.url + "/mutate"
-                    wrk(url, body_file, script, connections=count, duration_s=warmup_s)
-                    runs[server.name].append(
-                        _measured(server, url, body_file, script, count, duration_s)
-                    )
-            level = {
-                "connections": count,
-                "webhook": _aggregate(runs["webhook"]),
-                "noop": _aggregate(runs["noop"]),
+            level = _series(
+                servers,
+                body_file,
+                script,
+                repeats=repeats,
+                warmup_s=warmup_s,
+                connections=count,
+                duration_s=duration_s,
+            )
+            results["levels"].append({"connections": count, **level})
+        if rate:
+            # Each connection waits 0..2x this between requests: `rate` per second in all.
+            delay_ms = round(rate_connections * 1000 / rate)
+            fixed = _series(
+                servers,
+                body_file,
+                script,
+                repeats=rate_repeats,
+                warmup_s=0,
+                connections=rate_connections,
+                duration_s=rate_duration_s,
+                delay_ms=delay_ms,
+            )
+            results["rate"] = {
+                "offered": rate,
+                "connections": rate_connections,
+                "duration_s": rate_duration_s,
+                "repeats": rate_repeats,
+                **fixed,
             }
-            level["ratio_rps"] = round(level["webhook"]["rps"] / level["noop"]["rps"], 3)
-            # Each repeat ran the two servers back to back: its ratio saw the same machine
-            # load, so the spread of these ratios shows how far one run's ratio can be trusted.
-            level["pair_ratios"] = [
-                round(hook["rps"] / floor["rps"], 3)
-                for hook, floor in zip(runs["webhook"], runs["noop"], strict=False)
-            ]
-            results["levels"].append(level)
     return results
 
 
@@ -251,26 +202,30 @@ def memory(
     the number of reviews (wrk stops each thread at its share) and by `max_phase_s`.
     """
     tls, body_file, script = _prepare(workdir, body)
+    serve = [
+        "serve",
+        "--tls-cert",
+        str(tls / "tls.crt"),
+        "--tls-key",
+        str(tls / "tls.key"),
+        "--workers",
+        str(workers),
+        "--threads",
+        str(threads),
+    ]
     samples = []
-    with procs.serving(
-        "webhook-memory",
-        "webhook",
-        ["serve", *_server_args(tls, workers, threads)],
-        tls / "ca.crt",
-        workdir,
-    ) as server:
+    with procs.serving("webhook-memory", "webhook", serve, tls / "ca.crt", workdir) as server:
         samples.append({"reviews": server.reviews(), **procs.memory(server.process.pid)})
         for target in checkpoints:
             missing = target - server.reviews()
             if missing > 0:
-                threads_used = min(2, connections)
-                wrk(
+                wrk.run(
                     server.url + "/mutate",
                     body_file,
                     script,
                     connections=connections,
                     duration_s=max_phase_s,
-                    limit_per_thread=-(-missing // threads_used),
+                    limit_per_thread=-(-missing // min(2, connections)),
                     until=lambda goal=target: server.reviews() >= goal,
                 )
             samples.append({"reviews": server.reviews(), **procs.memory(server.process.pid)})

@@ -1,15 +1,17 @@
-"""The end-to-end floor: `webhook serve`'s gunicorn, settings and TLS, answering without deciding.
+"""The Python floors: `webhook serve`'s gunicorn, settings and TLS, answering without deciding.
 
-`python -m tests.bench.noop --port P --tls-cert F --tls-key F [--workers N] [--threads N]`
-runs the webhook's own gunicorn application class (gthread workers, keep-alive,
-the reloading TLS context, the same hooks) with a Flask app that parses each
-AdmissionReview and answers "allowed" for its uid: the JSON and HTTP stack with
-no decision, no logging and no metrics. Only loopback is served.
+`python -m tests.bench.noop --port P --tls-cert F --tls-key F [--bare] [--workers N] [--threads N]`
+runs the webhook's own gunicorn application class (the same worker class, keep-alive, the
+reloading TLS context, the same hooks) with an app that parses each AdmissionReview and
+answers "allowed" for its uid: the JSON and HTTP stack with no decision, no logging and no
+metrics. By default the app is Flask (the no-op); `--bare` serves a plain WSGI function
+instead, the floor of anything written on this gunicorn. Only loopback is served.
 """
 
 from __future__ import annotations
 
 import argparse
+from collections.abc import Callable, Iterable
 from pathlib import Path
 
 import orjson
@@ -18,19 +20,25 @@ from flask import Flask, Response, request
 from webhook import DEFAULT_POLICIES
 from webhook.server.gunicorn_app import ServeSettings, WebhookApplication
 
+JSON_HEADERS = [("Content-Type", "application/json")]
+
+
+def _allow(review: dict) -> bytes:
+    return orjson.dumps(
+        {
+            "apiVersion": review.get("apiVersion"),
+            "kind": review.get("kind"),
+            "response": {"uid": review["request"]["uid"], "allowed": True},
+        }
+    )
+
 
 def create_app() -> Flask:
     """A Flask app that allows every review on /mutate and /validate; /healthz for start-up."""
     app = Flask("lwgpu-bench-noop")
 
     def allow() -> Response:
-        review = orjson.loads(request.get_data())
-        answer = {
-            "apiVersion": review.get("apiVersion"),
-            "kind": review.get("kind"),
-            "response": {"uid": review["request"]["uid"], "allowed": True},
-        }
-        return Response(orjson.dumps(answer), mimetype="application/json")
+        return Response(_allow(orjson.loads(request.get_data())), mimetype="application/json")
 
     app.add_url_rule("/mutate", "mutate", allow, methods=["POST"])
     app.add_url_rule("/validate", "validate", allow, methods=["POST"])
@@ -40,12 +48,25 @@ def create_app() -> Flask:
     return app
 
 
-class NoopApplication(WebhookApplication):
-    """The webhook's gunicorn configuration, serving `create_app()` instead of the webhook."""
+def bare_app(environ: dict, start_response: Callable) -> Iterable[bytes]:
+    """The same answers as `create_app()` from a plain WSGI function: no framework at all."""
+    if environ["PATH_INFO"] == "/healthz":
+        body = b'{"status":"ok"}'
+    else:
+        length = int(environ.get("CONTENT_LENGTH") or 0)
+        body = _allow(orjson.loads(environ["wsgi.input"].read(length)))
+    start_response("200 OK", [*JSON_HEADERS, ("Content-Length", str(len(body)))])
+    return [body]
 
-    def load(self) -> Flask:
-        """The no-op app (runs in each worker after the fork, like the webhook's)."""
-        return create_app()
+
+class NoopApplication(WebhookApplication):
+    """The webhook's gunicorn configuration, serving a floor app instead of the webhook."""
+
+    bare = False
+
+    def load(self) -> Callable:
+        """The floor app (runs in each worker after the fork, like the webhook's)."""
+        return bare_app if self.bare else create_app()
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -54,10 +75,11 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--port", type=int, required=True)
     parser.add_argument("--tls-cert", type=Path, required=True)
     parser.add_argument("--tls-key", type=Path, required=True)
+    parser.add_argument("--bare", action="store_true", help="plain WSGI instead of Flask")
     parser.add_argument("--workers", type=int, default=2)
     parser.add_argument("--threads", type=int, default=8)
     args = parser.parse_args(argv)
-    NoopApplication(
+    application = NoopApplication(
         ServeSettings(
             "127.0.0.1",
             args.port,
@@ -67,7 +89,9 @@ def main(argv: list[str] | None = None) -> None:
             args.workers,
             args.threads,
         )
-    ).run()
+    )
+    application.bare = args.bare
+    application.run()
 
 
 if __name__ == "__main__":

@@ -117,21 +117,31 @@ def stop(process: subprocess.Popen) -> None:
 
 @contextlib.contextmanager
 def serving(
-    name: str, module: str, args: list[str], ca: Path, workdir: Path, piped: bool = False
+    name: str,
+    module: str,
+    args: list[str],
+    ca: Path,
+    workdir: Path,
+    piped: bool = False,
+    *,
+    program: list[str] | None = None,
+    root: Path = REPO,
 ) -> Iterator[Server]:
     """Run `python -m module *args --port P` until the block ends; yield once /healthz answers.
 
     `piped`: stdout is a pipe that this process copies to the log file, as a container
     runtime reads a container's stdout (every worker writes to the same pipe).
+    `program` replaces `python -m module` (a Go peer); `root` is the checkout to run from
+    (another commit's source, to compare two versions side by side).
     """
     port = free_port()
     stdout, stderr = workdir / f"{name}.stdout", workdir / f"{name}.stderr"
     env = {k: v for k, v in os.environ.items() if k != "PROMETHEUS_MULTIPROC_DIR"}
-    env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(REPO), env.get("PYTHONPATH")]))
+    env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(root), env.get("PYTHONPATH")]))
     with open(stdout, "wb") as out, open(stderr, "wb") as err:
         process = subprocess.Popen(
-            [sys.executable, "-m", module, *args, "--port", str(port)],
-            cwd=REPO,
+            [*(program or [sys.executable, "-m", module]), *args, "--port", str(port)],
+            cwd=root,
             env=env,
             stdout=subprocess.PIPE if piped else out,
             stderr=err,

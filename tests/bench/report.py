@@ -1,15 +1,22 @@
-"""Markdown tables of a benchmark result, and the issue's targets checked against it."""
+"""Markdown tables of a benchmark result, and the issues' targets checked against it."""
 
 from __future__ import annotations
 
-# Issue 7's targets, on a 2-core machine, ratios from one run.
+import statistics
+from collections.abc import Callable
+
+from . import lineup
+
+# Issue 7's in-process targets and issue 19's end-to-end and memory targets, on a 2-core
+# machine, ratios from one run.
 TARGET_REVIEW_RATIO = 1.0
-TARGET_E2E_RATIO = 0.9
-TARGET_E2E_P99_MS = 10.0
-TARGET_RSS_MIB = 150.0
+TARGET_GO_RATIO = 0.5
+TARGET_CPU_RATIO = 1.2
+TARGET_P99_GO_RATIO = 2.0
+TARGET_P99_MS = 5.0
+TARGET_RSS_MIB = 125.0
 FLAT_PCT = 5.0
 SEED_CASE = "seed pod (rewritten)"
-LOPSIDED_SHARE = 0.9
 
 
 def _table(header: list[str], rows: list[list[object]]) -> list[str]:
@@ -122,55 +129,99 @@ def breakdown(result: dict) -> list[str]:
     ]
 
 
-def end_to_end(result: dict) -> list[str]:
-    """wrk throughput and latency, webhook vs no-op, per connection count."""
+def _pairs(values: list[float]) -> str:
+    """The median of per-repeat ratios and their range: `0.52× (0.48–0.55)`."""
+    return f"**{statistics.median(values):.2f}×** ({min(values):.2f}–{max(values):.2f})"
+
+
+def _lineup_rows(series: dict, columns: Callable[[dict], list[object]]) -> list[list[object]]:
     rows = []
-    for level in result["levels"]:
-        hook, noop = level["webhook"], level["noop"]
-        pairs = level.get("pair_ratios") or [level["ratio_rps"]]
-        rows.append(
-            [
-                level["connections"],
-                hook["rps"],
-                noop["rps"],
-                f"**{level['ratio_rps']:.2f}×**",
-                f"{min(pairs):.2f}–{max(pairs):.2f}×",
-                hook["p50_ms"],
-                hook["p99_ms"],
-                noop["p50_ms"],
-                noop["p99_ms"],
-                f"{hook['busiest_worker_share']:.2f} / {noop['busiest_worker_share']:.2f}",
-                f"{hook['cpu_us_per_request']:g} / {noop['cpu_us_per_request']:g}",
-                hook["errors"] + noop["errors"],
-            ]
+    for name, stats in series["servers"].items():
+        ratios = series["ratios"].get(name)
+        mine = (
+            ["—", "—", "—"]
+            if ratios is None
+            else [_pairs(ratios[k]) for k in ("rps", "cpu", "p99")]
         )
-    return [
-        f"### End to end: wrk over TLS + keep-alive, {result['workers']} workers × "
-        f"{result['threads']} threads, {result['duration_s']:g} s × {result['repeats']} runs "
-        f"each (medians), review → {result['decision']}",
+        rows.append([lineup.label(name), *columns(stats), *mine, stats["errors"]])
+    return rows
+
+
+def end_to_end(result: dict) -> list[str]:
+    """Closed loop per connection count, then the fixed rate: every server, lwgpu's ratios."""
+    ratio_heads = ["lwgpu / this req/s", "lwgpu / this CPU", "lwgpu / this p99"]
+    lines = [
+        f"### End to end: wrk over TLS + keep-alive, closed loop, {result['workers']} workers × "
+        f"{result['threads']} threads (Python servers), {result['duration_s']:g} s runs, "
+        f"{result['repeats']} rounds, each round every server once, order rotating; review → "
+        f"{result['decision']}",
         "",
-        *_table(
-            [
-                "connections",
-                "webhook req/s",
-                "no-op req/s",
-                "webhook / no-op",
-                "ratio range over back-to-back pairs",
-                "webhook p50 ms",
-                "webhook p99 ms",
-                "no-op p50 ms",
-                "no-op p99 ms",
-                "busiest worker's CPU share (webhook / no-op)",
-                "worker CPU µs per request (webhook / no-op)",
-                "errors",
-            ],
-            rows,
-        ),
-        "",
-        "A busiest-worker share near 1.00 means one worker took every connection "
-        "while the other idled (gthread workers share one accept socket). Worker CPU per "
-        "request does not depend on that split.",
+        "Ratios are lwgpu's number over the row's, per round (runs seconds apart): the median "
+        "and, in brackets, the range over the rounds. CPU is the server's worker processes' "
+        "user + system time per review.",
     ]
+    for level in result["levels"]:
+        lines += [
+            "",
+            f"{level['connections']} connections:",
+            "",
+            *_table(
+                [
+                    "server",
+                    "req/s",
+                    "CPU µs/review",
+                    "p50 ms",
+                    "p99 ms",
+                    "busiest worker",
+                    *ratio_heads,
+                    "errors",
+                ],
+                _lineup_rows(
+                    level,
+                    lambda s: [
+                        s["rps"],
+                        f"{s['cpu_us_per_request']:g}",
+                        s["p50_ms"],
+                        s["p99_ms"],
+                        f"{s['busiest_worker_share']:.2f}",
+                    ],
+                ),
+            ),
+        ]
+    rate = result.get("rate")
+    if rate:
+        lines += [
+            "",
+            f"### Tail latency at a fixed rate: {rate['offered']} reviews/s offered over "
+            f"{rate['connections']} kept-alive connections (each waits a random 0–2× its share "
+            f"between requests), {rate['duration_s']:g} s × {rate['repeats']} rounds",
+            "",
+            *_table(
+                [
+                    "server",
+                    "req/s",
+                    "CPU µs/review",
+                    "p50 ms",
+                    "p99 ms (range)",
+                    "p99.9 ms",
+                    *ratio_heads,
+                    "errors",
+                ],
+                _lineup_rows(
+                    rate,
+                    lambda s: [
+                        s["rps"],
+                        f"{s['cpu_us_per_request']:g}",
+                        s["p50_ms"],
+                        f"{s['p99_ms']} ({s['p99_ms_range'][0]}–{s['p99_ms_range'][1]})",
+                        s["p999_ms"],
+                    ],
+                ),
+            ),
+        ]
+    if result.get("skipped"):
+        lines += ["", "Skipped: " + "; ".join(f"{k}: {v}" for k, v in result["skipped"].items())]
+    return lines
 
 
 def memory(result: dict) -> list[str]:
@@ -210,32 +261,7 @@ def targets(results: dict) -> list[dict]:
                 "met": seed["ratio_json"] <= TARGET_REVIEW_RATIO,
             }
         )
-    level = next(
-        (lv for lv in results.get("e2e", {}).get("levels", []) if lv["connections"] == 8), None
-    )
-    if level:
-        # A run where one worker took every connection measured one worker, not two: the
-        # ratio then compares luck of the accept race, not the servers.
-        lopsided = (
-            max(level["webhook"]["busiest_worker_share"], level["noop"]["busiest_worker_share"])
-            >= LOPSIDED_SHARE
-        )
-        checks.append(
-            {
-                "target": f"e2e throughput ≥ {TARGET_E2E_RATIO}× no-op at 8 connections",
-                "measured": f"{level['ratio_rps']:.2f}×"
-                + (" (some runs on one worker)" if lopsided else ""),
-                "met": None if lopsided else level["ratio_rps"] >= TARGET_E2E_RATIO,
-            }
-        )
-        p99 = level["webhook"]["p99_ms"]
-        checks.append(
-            {
-                "target": f"e2e p99 ≤ {TARGET_E2E_P99_MS:g} ms at 8 connections",
-                "measured": f"{p99} ms (no-op floor: {level['noop']['p99_ms']} ms)",
-                "met": p99 <= TARGET_E2E_P99_MS,
-            }
-        )
+    checks += _e2e_targets(results.get("e2e", {}))
     if "growth" in results:
         k = results["growth"]["fits"]["decision"]["exponent"]
         checks.append(
@@ -262,6 +288,52 @@ def targets(results: dict) -> list[dict]:
                 f"reviews (< {FLAT_PCT:g}%)",
                 "measured": f"{results['memory']['growth_rss_mib']} MiB ({pct}%)",
                 "met": pct < FLAT_PCT,
+            }
+        )
+    return checks
+
+
+def _median(values: list[float]) -> float:
+    return round(statistics.median(values), 2)
+
+
+def _e2e_targets(e2e: dict) -> list[dict]:
+    """Issue 19's end-to-end targets, each from ratios of one interleaved run."""
+    checks = []
+    for level in e2e.get("levels", []):
+        ratios = level["ratios"]
+        if "go" in ratios:
+            value = _median(ratios["go"]["rps"])
+            checks.append(
+                {
+                    "target": f"throughput ≥ {TARGET_GO_RATIO}× the Go webhook at "
+                    f"{level['connections']} connections",
+                    "measured": f"{value:.2f}× ({min(ratios['go']['rps']):.2f}–"
+                    f"{max(ratios['go']['rps']):.2f})",
+                    "met": value >= TARGET_GO_RATIO,
+                }
+            )
+        if "wsgi" in ratios:
+            value = _median(ratios["wsgi"]["cpu"])
+            checks.append(
+                {
+                    "target": f"worker CPU per review ≤ {TARGET_CPU_RATIO}× bare WSGI at "
+                    f"{level['connections']} connections",
+                    "measured": f"{value:.2f}× ({min(ratios['wsgi']['cpu']):.2f}–"
+                    f"{max(ratios['wsgi']['cpu']):.2f})",
+                    "met": value <= TARGET_CPU_RATIO,
+                }
+            )
+    rate = e2e.get("rate")
+    if rate and "go" in rate["ratios"]:
+        ours, go = rate["servers"]["webhook"]["p99_ms"], rate["servers"]["go"]["p99_ms"]
+        value = _median(rate["ratios"]["go"]["p99"])
+        checks.append(
+            {
+                "target": f"p99 at {rate['offered']}/s ≤ {TARGET_P99_GO_RATIO:g}× the Go webhook's "
+                f"and ≤ {TARGET_P99_MS:g} ms",
+                "measured": f"{ours} ms, {value:.2f}× Go's {go} ms",
+                "met": value <= TARGET_P99_GO_RATIO and ours <= TARGET_P99_MS,
             }
         )
     return checks
@@ -302,7 +374,7 @@ def render(results: dict) -> str:
     if "steadiness_before" in results:
         lines += [_steadiness(results["steadiness_before"], results.get("steadiness_after")), ""]
     lines += [
-        "### Targets (issue 7)",
+        "### Targets (issues 7 and 19)",
         "",
         *_table(
             ["target", "measured", "met"],

@@ -1,13 +1,16 @@
-"""Run the benchmarks of issue 7, print Markdown tables, write them as JSON.
+"""Run the benchmarks of issues 7 and 19, print Markdown tables, write them as JSON.
 
-    .venv/bin/python -m tests.bench.run                 # everything, about 4 minutes
+    .venv/bin/python -m tests.bench.run                 # everything, about 9 minutes
     .venv/bin/python -m tests.bench.run --quick         # shorter runs, for a smoke check
     .venv/bin/python -m tests.bench.run --only inprocess growth
+    .venv/bin/python -m tests.bench.run --only e2e --against HEAD~1 --peers webhook wsgi
 
 Parts: `inprocess` (one review vs the JSON floor), `growth` (1..256 containers),
 `breakdown` (the webhook's and the no-op's WSGI apps called directly, and where the
-difference goes), `e2e` (wrk against `webhook serve` and the no-op app; needs `wrk`), `memory`
-(RSS/PSS after 10k and 50k reviews). Results go to `bench-results/` (git-ignored):
+difference goes), `e2e` (wrk against `webhook serve` and its peers, closed loop and at a
+fixed rate; needs `wrk`, and `go` for the Go peers), `memory` (RSS/PSS after 10k and 50k
+reviews). `--against REV` adds `webhook serve` from commit REV to the lineup: one change
+measured alone, side by side. Results go to `bench-results/` (git-ignored):
 `bench-<time>.json`, `latest.json` and `latest.md`. Traffic goes to 127.0.0.1 only;
 every server started is stopped on exit, error or Ctrl-C. Exit 0 whatever the
 numbers: this reports, it does not judge.
@@ -31,7 +34,7 @@ import orjson
 from webhook import DEFAULT_POLICIES
 from webhook.policy import load_policies
 
-from . import bodies, e2e, inprocess, report, timing
+from . import bodies, e2e, inprocess, lineup, report, timing
 
 PARTS = ("inprocess", "growth", "breakdown", "e2e", "memory")
 OUT = Path(__file__).resolve().parents[2] / "bench-results"
@@ -66,9 +69,23 @@ def _parser() -> argparse.ArgumentParser:
         action="store_true",
         help="short runs (1 s in-process budgets, 3 s wrk runs, 2k/6k reviews)",
     )
-    parser.add_argument("--duration", type=float, default=6, help="seconds per wrk run")
     parser.add_argument(
-        "--repeats", type=int, default=5, help="back-to-back wrk runs per server and level"
+        "--peers",
+        nargs="+",
+        choices=lineup.NAMES,
+        default=list(lineup.NAMES),
+        help="servers in the end-to-end lineup (default: all; webhook is always in)",
+    )
+    parser.add_argument("--against", metavar="REV", help="also run webhook serve from commit REV")
+    parser.add_argument("--duration", type=float, default=5, help="seconds per wrk run")
+    parser.add_argument(
+        "--repeats", type=int, default=4, help="rounds of back-to-back wrk runs per level"
+    )
+    parser.add_argument(
+        "--rate", type=int, default=200, help="offered reviews/s of the fixed-rate runs (0: none)"
+    )
+    parser.add_argument(
+        "--rate-duration", type=float, default=15, help="seconds per fixed-rate run"
     )
     parser.add_argument("--workers", type=int, default=2)
     parser.add_argument("--threads", type=int, default=8)
@@ -100,9 +117,15 @@ def run(args: argparse.Namespace) -> dict:
             results["e2e"] = e2e.end_to_end(
                 Path(scratch) / "e2e",
                 seed,
+                policies,
+                names=("webhook", *(name for name in args.peers if name != "webhook")),
+                against=args.against,
                 duration_s=3 if quick else args.duration,
-                warmup_s=1 if quick else 2,
+                warmup_s=1,
                 repeats=1 if quick else args.repeats,
+                rate=args.rate,
+                rate_duration_s=5 if quick else args.rate_duration,
+                rate_repeats=1 if quick else 2,
                 workers=args.workers,
                 threads=args.threads,
             )

@@ -1,0 +1,163 @@
+"""The servers an end-to-end run compares, started side by side on the same certificates.
+
+- `webhook`: `python -m webhook serve`, the product.
+- `webhook@REV` (with `--against REV`): the same command from another commit's source, so a
+  change is measured alone against the version before it, in the same interleaved run.
+- `flask`: the no-op Flask app on the webhook's gunicorn class and settings (`noop`).
+- `wsgi`: a bare WSGI function on the same gunicorn: the floor of anything Python serves here.
+- `go`: a minimal Go net/http webhook applying the same rewrite (`peers/main.go`); its answer
+  must equal the webhook's, or the run stops.
+- `go-fixed`: Go answering a constant 200: the machine's TLS + HTTP bound.
+
+Go peers are skipped, with the reason recorded, where `go` is missing or the build fails.
+"""
+
+from __future__ import annotations
+
+import base64
+import subprocess
+import tarfile
+from contextlib import ExitStack
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import orjson
+
+from webhook import DEFAULT_POLICIES
+from webhook.policy import PolicySet
+
+from . import golang, procs
+
+NAMES = ("webhook", "flask", "wsgi", "go", "go-fixed")
+LABELS = {
+    "webhook": "lwgpu",
+    "flask": "Flask no-op",
+    "wsgi": "bare WSGI",
+    "go": "Go webhook",
+    "go-fixed": "Go fixed 200",
+}
+REV_SOURCES = ("webhook", "certs", "policies")
+
+
+@dataclass(frozen=True)
+class Contender:
+    """How to start one server: `python -m module args` (or `program args`) from `root`."""
+
+    name: str
+    module: str
+    args: list[str]
+    program: list[str] | None = None
+    root: Path = procs.REPO
+
+
+@dataclass
+class Lineup:
+    """The servers started, in the order they were asked for, and the peers skipped."""
+
+    servers: dict[str, procs.Server] = field(default_factory=dict)
+    skipped: dict[str, str] = field(default_factory=dict)
+
+
+def label(name: str) -> str:
+    """The table's name for a contender."""
+    return LABELS.get(name, name)
+
+
+def checkout(rev: str, into: Path) -> tuple[str, Path]:
+    """The short commit of `rev` and a folder holding its `webhook` source (from git archive)."""
+    sha = subprocess.run(
+        ["git", "rev-parse", "--short", rev],
+        cwd=procs.REPO,
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout.strip()
+    root = into / f"rev-{sha}"
+    archive = into / f"rev-{sha}.tar"
+    root.mkdir(parents=True, exist_ok=True)
+    with open(archive, "wb") as out:
+        subprocess.run(
+            ["git", "archive", sha, *REV_SOURCES], cwd=procs.REPO, stdout=out, check=True
+        )
+    with tarfile.open(archive) as tar:
+        tar.extractall(root, filter="data")
+    return sha, root
+
+
+def contenders(
+    names: tuple[str, ...],
+    tls: Path,
+    workdir: Path,
+    policies: PolicySet,
+    *,
+    workers: int,
+    threads: int,
+    against: str | None,
+) -> tuple[list[Contender], dict[str, str]]:
+    """What to start for `names` (plus `webhook@REV`), and the peers that cannot run."""
+    certs = ["--tls-cert", str(tls / "tls.crt"), "--tls-key", str(tls / "tls.key")]
+    python = [*certs, "--workers", str(workers), "--threads", str(threads)]
+    serve = ["serve", *python, "--policies", str(DEFAULT_POLICIES)]
+    binary, why = (None, "") if not {"go", "go-fixed"} & set(names) else golang.build()
+    found: list[Contender] = []
+    skipped: dict[str, str] = {}
+    for name in names:
+        if name == "webhook":
+            found.append(Contender(name, "webhook", serve))
+            if against:
+                sha, root = checkout(against, workdir)
+                found.append(Contender(f"webhook@{sha}", "webhook", serve, root=root))
+        elif name in ("flask", "wsgi"):
+            found.append(
+                Contender(
+                    name, "tests.bench.noop", [*python, *(["--bare"] if name == "wsgi" else [])]
+                )
+            )
+        elif binary is None:
+            skipped[name] = why
+        elif name == "go":
+            table = workdir / "profiles.json"
+            table.write_bytes(orjson.dumps(golang.profiles_json(policies)))
+            found.append(Contender(name, "", [*certs, "-profiles", str(table)], [str(binary)]))
+        else:
+            found.append(Contender(name, "", [*certs, "-mode", "fixed"], [str(binary)]))
+    return found, skipped
+
+
+def start(stack: ExitStack, found: list[Contender], ca: Path, workdir: Path) -> dict:
+    """Start every contender (each stopped when `stack` closes); name -> `procs.Server`."""
+    return {
+        c.name: stack.enter_context(
+            procs.serving(c.name, c.module, c.args, ca, workdir, program=c.program, root=c.root)
+        )
+        for c in found
+    }
+
+
+def _comparable(answer: dict) -> dict:
+    # Key order, escaping (Go writes "->" as "\u003e") and the patch's base64 text may
+    # differ between encoders: compare what they mean.
+    response = dict(answer.get("response", {}))
+    if "patch" in response:
+        response["patch"] = orjson.loads(base64.b64decode(response["patch"]))
+    return {**answer, "response": response}
+
+
+def check_answers(servers: dict[str, procs.Server], body: bytes) -> str:
+    """Every server answers the review with 200; webhooks answer exactly as `webhook` does.
+
+    Returns the webhook's decision. Floors only have to allow it.
+    """
+    answers = {}
+    for name, server in servers.items():
+        status, data = server.call("POST", "/mutate", body)
+        answer = orjson.loads(data) if status == 200 else {}
+        if status != 200 or "allowed" not in answer.get("response", {}):
+            raise RuntimeError(f"{name} answered {status}: {data[:300]!r}")
+        answers[name] = _comparable(answer)
+    ours = answers["webhook"]
+    for name, answer in answers.items():
+        if (name == "go" or name.startswith("webhook@")) and answer != ours:
+            raise RuntimeError(f"{name} answered differently from the webhook:\n{answer}\n{ours}")
+    response = ours["response"]
+    return "mutated" if "patch" in response else ("allowed" if response["allowed"] else "denied")

@@ -1,0 +1,3 @@
+module lwgpu.io/benchpeers
+
+go 1.19
