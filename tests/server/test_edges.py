@@ -183,3 +183,12 @@ def test_no_policy_yet_is_a_503_naming_the_uid(tmp_path, capfd):
     assert response.status_code == 503 and response.get_json()["details"] == {"uid": "edge-uid"}
     assert ready.status_code == 503 and "no such file" in ready.get_json()["problems"][0]
     assert orjson.loads(capfd.readouterr().out.splitlines()[-1])["status"] == 503
+
+
+def test_review_paths_answer_options_and_refuse_other_methods():
+    # The review endpoint runs in front of Flask; it keeps what Flask answered on its paths.
+    client = create_app(types.SimpleNamespace(current=None, path="p", error="", generation=0))
+    options = client.test_client().options("/validate")
+    head = client.test_client().head("/mutate")
+    assert options.status_code == 200 and options.headers["Allow"] == "OPTIONS, POST"
+    assert head.status_code == 405 and head.headers["Allow"] == "OPTIONS, POST"
