@@ -111,9 +111,9 @@ def breakdown(result: dict) -> list[str]:
             [[name, s["median_us"], s["p99_us"]] for name, s in stats.items()],
         ),
         "",
-        f"webhook app − no-op app = {result['gap_us']} µs: "
+        f"webhook app − bare WSGI app = {result['gap_us']} µs: "
         + ", ".join(f"{name} {value}" for name, value in result["parts_us"].items())
-        + ".",
+        + f". Flask's own cost (Flask no-op − bare WSGI): {result['flask_us']} µs per request.",
     ]
 
 

@@ -1,10 +1,11 @@
-"""Where the end-to-end difference goes: the two WSGI apps called directly, and their parts.
+"""Where the end-to-end difference goes: the WSGI apps called directly, and their parts.
 
 `python -m tests.bench.wsgi OUT.json [BUDGET_S]` times, in turns, one POST /mutate
-through the webhook's Flask app and through the no-op app (no gunicorn, no TLS),
-the review alone, the no-op's JSON round trip, one metrics observation and one
-access-log line; the difference the parts do not explain is the server's glue
-(edge checks, Flask context, error handling). Run in its own process by `run.py`:
+through the webhook's app, the Flask no-op and the bare WSGI floor (no gunicorn, no
+TLS), the review alone, the floors' JSON round trip, one metrics observation and one
+access-log line. The webhook's difference to the bare floor that the parts do not explain
+is the server's glue (edge checks, routing, error handling); the Flask no-op's difference
+to the bare floor is Flask's own cost per request. Run in its own process by `run.py`:
 prometheus-client chooses its multi-process value store at import time, and the
 access log writes to file descriptor 1, which is pointed at a scratch file here.
 """
@@ -44,7 +45,8 @@ def _caller(app, body: bytes):
         statuses = []
         chunks = app(_environ(body), lambda status, headers, exc_info=None: statuses.append(status))
         data = b"".join(chunks)
-        chunks.close()
+        # WSGI makes close() optional: Flask's response has one, a plain list does not.
+        getattr(chunks, "close", lambda: None)()
         if not statuses or not statuses[0].startswith("200"):
             raise RuntimeError(f"POST /mutate answered {statuses} {data[:200]!r}")
         return data
@@ -70,9 +72,10 @@ def breakdown(budget_s: float) -> dict:
     stats = interleaved(
         {
             "webhook app": _caller(create_app(store), body),
-            "no-op app": _caller(noop.create_app(), body),
+            "Flask no-op app": _caller(noop.create_app(), body),
+            "bare WSGI app": _caller(noop.bare_app, body),
             "review": lambda: review_bytes(body, store.current),
-            "no-op JSON": lambda: orjson_floor(body),
+            "floor JSON": lambda: orjson_floor(body),
             "metrics": lambda: metrics.observe_review("mutate", "mutated", 0.001),
             "access log": lambda: access_log.write(access_log.failed("mutate", 200, 0.001, parsed)),
         },
@@ -80,15 +83,16 @@ def breakdown(budget_s: float) -> dict:
         max_rounds=50_000,
     )
     median = {name: s["median_us"] for name, s in stats.items()}
-    gap = median["webhook app"] - median["no-op app"]
+    gap = median["webhook app"] - median["bare WSGI app"]
     parts = {
-        "review − no-op JSON": median["review"] - median["no-op JSON"],
+        "review − floor JSON": median["review"] - median["floor JSON"],
         "metrics": median["metrics"],
         "access log": median["access log"],
     }
     parts["server glue (the rest)"] = gap - sum(parts.values())
     return {
         "stats": stats,
+        "flask_us": round(median["Flask no-op app"] - median["bare WSGI app"], 2),
         "gap_us": round(gap, 2),
         "parts_us": {name: round(value, 2) for name, value in parts.items()},
     }
