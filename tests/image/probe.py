@@ -1,0 +1,76 @@
+"""HTTPS requests to a container that has no network but its own loopback.
+
+The containers run with `--network none` (port 8443 of this machine may be taken, and the
+image needs no network), so `ask` runs this module under `nsenter --net` in the container's
+network namespace: there 127.0.0.1:8443 is the server. The client is the server tests' one
+(`tests/support/https_client.py`): it trusts only the generated CA and sends the Service's
+name as SNI, as the apiserver does. Run as a module it reads a JSON list of requests and
+prints the JSON list of answers.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from tests.support.https_client import Connection, client_context
+from tests.support.paths import REPO
+
+PORT = 8443
+# Time for the server in the container to start: two workers import Flask and the policy.
+START_TIMEOUT = 60.0
+
+
+def ask(pid: int, ca: Path, requests: list[dict], requests_file: Path) -> list[dict]:
+    """Send ``requests`` ({method, path, body?}) to 127.0.0.1:8443 in the network namespace of
+    process ``pid``, once the server answers; each answer as {status, body}."""
+    requests_file.write_text(json.dumps(requests))
+    command = [
+        *("nsenter", f"--net=/proc/{pid}/ns/net"),
+        *(sys.executable, "-m", "tests.image.probe", str(ca), str(requests_file)),
+    ]
+    done = subprocess.run(
+        command, cwd=REPO, capture_output=True, text=True, timeout=START_TIMEOUT + 30
+    )
+    if done.returncode != 0:
+        raise RuntimeError(f"probe failed ({done.returncode}): {done.stderr.strip()[-2000:]}")
+    answers: list[dict] = json.loads(done.stdout)
+    return answers
+
+
+def _connect(ca: Path) -> Connection:
+    """A connection on which the server has answered /healthz (retried while it starts)."""
+    context = client_context(ca)
+    deadline = time.monotonic() + START_TIMEOUT
+    while True:
+        connection = Connection(PORT, context)
+        try:
+            connection.call("GET", "/healthz")
+            return connection
+        except OSError:
+            connection.close()
+            if time.monotonic() > deadline:
+                raise
+            time.sleep(0.1)
+
+
+def main(ca: str, requests_file: str) -> None:
+    """Print the answers to the requests in ``requests_file`` as a JSON list."""
+    connection = _connect(Path(ca))
+    answers = []
+    for request in json.loads(Path(requests_file).read_text()):
+        body = request.get("body")
+        headers = {"Content-Type": "application/json"} if body is not None else {}
+        status, _, data = connection.call(
+            request["method"], request["path"], body.encode() if body else None, headers
+        )
+        answers.append({"status": status, "body": data.decode()})
+    connection.close()
+    print(json.dumps(answers))
+
+
+if __name__ == "__main__":
+    main(*sys.argv[1:])
