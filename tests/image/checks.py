@@ -19,7 +19,7 @@ import orjson
 
 from tests.image.build import size_mib
 from tests.image.container import Containers, started
-from tests.image.fixtures import IMAGE_GID, certificates, policy_dir, seed_review
+from tests.image.fixtures import IMAGE_USER, certificates, policy_dir, seed_review
 from tests.image.probe import ask
 from tests.image.tools import podman, podman_ok
 
@@ -53,23 +53,33 @@ def size(image: str, base: str) -> Result:
     return Result(f"image size <= {MAX_MIB} MiB", total <= MAX_MIB, detail)
 
 
-def _status_fields(pid: int) -> dict[str, str]:
-    lines = Path(f"/proc/{pid}/status").read_text().splitlines()
-    return dict(line.split(":\t", 1) for line in lines if ":\t" in line)
+def _log_tail(name: str) -> str:
+    logged = podman("logs", name)
+    return " | ".join((logged.stdout + logged.stderr).strip().splitlines()[-5:])
+
+
+def _answered(answer: dict) -> str:
+    return f"{answer['status']} {answer['body']}"
 
 
 def identity(containers: Containers, name: str, pid: int) -> Result:
     """The server's process as this machine sees it, and a write to its root filesystem."""
-    fields = _status_fields(pid)
-    command = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")[:4]
+    what = "runs as 65532 with a read-only root and no capabilities"
+    try:
+        lines = Path(f"/proc/{pid}/status").read_text().splitlines()
+        command = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")[:4]
+    except OSError as error:
+        return Result(what, False, f"the server is not running: {error}")
+    fields = dict(line.split(":\t", 1) for line in lines if ":\t" in line)
     user = podman_ok("image", "inspect", "--format", "{{.Config.User}}", containers.image)
     wrote = podman("exec", name, "python", "-c", "open('/app/written', 'w')")
     refused = wrote.returncode != 0 and "Read-only file system" in wrote.stderr
+    write = (wrote.stderr.strip() or "allowed").splitlines()[-1]
     ids = {fields["Uid"], fields["Gid"]}
     capabilities = {fields[c] for c in ("CapInh", "CapPrm", "CapEff", "CapBnd", "CapAmb")}
     ok = (
-        user == f"{IMAGE_GID}:{IMAGE_GID}"
-        and ids == {"\t".join([str(IMAGE_GID)] * 4)}
+        user == f"{IMAGE_USER}:{IMAGE_USER}"
+        and ids == {"\t".join([str(IMAGE_USER)] * 4)}
         and capabilities == {"0" * 16}
         and fields["NoNewPrivs"] == "1"
         and command == [b"python", b"-m", b"webhook", b"serve"]
@@ -79,9 +89,9 @@ def identity(containers: Containers, name: str, pid: int) -> Result:
         f"USER {user}; PID 1 `{b' '.join(command).decode()} ...` uid/gid "
         f"{fields['Uid'].split()[0]}/{fields['Gid'].split()[0]}, capabilities "
         f"{'none' if capabilities == {'0' * 16} else sorted(capabilities)}, NoNewPrivs "
-        f"{fields['NoNewPrivs']}; writing /app: {wrote.stderr.strip().splitlines()[-1:]}"
+        f"{fields['NoNewPrivs']}; writing /app: {write}"
     )
-    return Result("runs as 65532 with a read-only root and no capabilities", ok, detail)
+    return Result(what, ok, detail)
 
 
 def _patch_ops(answer: dict) -> str:
@@ -106,14 +116,17 @@ def served(containers: Containers, workdir: Path) -> Iterator[Result]:
     try:
         healthz, readyz, mutate = ask(pid, ca, requests, workdir / "requests.json")
     except (RuntimeError, subprocess.TimeoutExpired) as error:
-        logs = podman("logs", server).stderr[-1500:]
+        logs = _log_tail(server)
         yield from (Result(name, False, f"{error}; server log: {logs}") for name in names)
     else:
-        yield Result(names[0], healthz == {"status": 200, "body": '{"status":"ok"}'}, str(healthz))
+        ok = healthz == {"status": 200, "body": '{"status":"ok"}'}
+        yield Result(names[0], ok, _answered(healthz))
         ready = readyz["status"] == 200 and orjson.loads(readyz["body"])["status"] == "ready"
-        yield Result(names[1], ready, str(readyz))
+        yield Result(names[1], ready, _answered(readyz))
         answer = orjson.loads(mutate["body"]) if mutate["status"] == 200 else None
-        detail = f"{mutate['status']}, JSON Patch: {_patch_ops(answer)}" if answer else str(mutate)
+        detail = (
+            f"{mutate['status']}, JSON Patch: {_patch_ops(answer)}" if answer else _answered(mutate)
+        )
         equal = answer == expected
         detail += "; equal to this checkout's answer" if equal else f"; expected {expected}"
         yield Result(names[2], equal, detail)
@@ -127,9 +140,9 @@ def _broken_policy(name: str, pid: int, ca: Path, workdir: Path) -> Result:
     try:
         (readyz,) = ask(pid, ca, [{"method": "GET", "path": "/readyz"}], workdir / "broken.json")
     except (RuntimeError, subprocess.TimeoutExpired) as error:
-        return Result(what, False, f"{error}; server log: {podman('logs', name).stderr[-1500:]}")
+        return Result(what, False, f"{error}; server log: {_log_tail(name)}")
     ok = readyz["status"] == 503 and "broken.yaml" in readyz["body"]
-    return Result(what, ok, f"{readyz['status']} {readyz['body']}")
+    return Result(what, ok, _answered(readyz))
 
 
 def _sigterm(name: str) -> Result:
@@ -154,11 +167,11 @@ def commands(containers: Containers) -> Iterator[Result]:
     )
     helped = containers.once("-m", "certs", "--help", entrypoint="python")
     lists = all(command in helped.stdout for command in ("generate", "check", "install"))
-    first = helped.stdout.strip().splitlines()[:1]
+    first = (helped.stdout.strip() or helped.stderr.strip()[-500:]).splitlines()[0]
     yield Result(
         "python -m certs --help",
         helped.returncode == 0 and lists,
-        f"exit {helped.returncode}: {first or helped.stderr.strip()[-500:]}",
+        f"exit {helped.returncode}: {first}",
     )
     imported = containers.once("-v", "-c", IMPORT_ALL, entrypoint="python")
     compiled = COMPILED.findall(imported.stderr)

@@ -22,7 +22,8 @@ from tests.support.paths import REPO, SHIPPED_POLICY
 from webhook.admission import review as decide_review
 from webhook.policy import load_policies
 
-IMAGE_GID = 65532
+# The uid and gid of the image's USER.
+IMAGE_USER = 65532
 # Not YAML at all: the loader refuses the whole directory, not only this file.
 BROKEN_POLICY = "apiVersion: lwgpu.io/v1alpha1\nkind: LightweightGPUPolicy\nspec: {profiles: [\n"
 
@@ -37,7 +38,7 @@ def certificates(workdir: Path) -> tuple[Path, Path]:
     tls.mkdir(mode=0o755)
     for name in ("ca.crt", "tls.crt", "tls.key"):
         shutil.copy(made / name, tls / name)
-        os.chown(tls / name, 0, IMAGE_GID)
+        os.chown(tls / name, 0, IMAGE_USER)
         (tls / name).chmod(0o440)
     return tls, made / "ca.crt"
 

@@ -30,19 +30,21 @@ def ask(pid: int, ca: Path, requests: list[dict], requests_file: Path) -> list[d
     requests_file.write_text(json.dumps(requests))
     command = [
         *("nsenter", f"--net=/proc/{pid}/ns/net"),
-        *(sys.executable, "-m", "tests.image.probe", str(ca), str(requests_file)),
+        *(sys.executable, "-m", "tests.image.probe", str(pid), str(ca), str(requests_file)),
     ]
     done = subprocess.run(
         command, cwd=REPO, capture_output=True, text=True, timeout=START_TIMEOUT + 30
     )
     if done.returncode != 0:
-        raise RuntimeError(f"probe failed ({done.returncode}): {done.stderr.strip()[-2000:]}")
+        said = done.stderr.strip().splitlines()[-1:]
+        raise RuntimeError(f"probe failed ({done.returncode}): {' '.join(said)}")
     answers: list[dict] = json.loads(done.stdout)
     return answers
 
 
-def _connect(ca: Path) -> Connection:
-    """A connection on which the server has answered /healthz (retried while it starts)."""
+def _connect(pid: int, ca: Path) -> Connection:
+    """A connection on which the server has answered /healthz (retried while it starts and
+    its process ``pid`` lives)."""
     context = client_context(ca)
     deadline = time.monotonic() + START_TIMEOUT
     while True:
@@ -52,14 +54,16 @@ def _connect(ca: Path) -> Connection:
             return connection
         except OSError:
             connection.close()
+            if not Path(f"/proc/{pid}").exists():
+                raise RuntimeError(f"the container's process {pid} has exited") from None
             if time.monotonic() > deadline:
                 raise
             time.sleep(0.1)
 
 
-def main(ca: str, requests_file: str) -> None:
+def main(pid: str, ca: str, requests_file: str) -> None:
     """Print the answers to the requests in ``requests_file`` as a JSON list."""
-    connection = _connect(Path(ca))
+    connection = _connect(int(pid), Path(ca))
     answers = []
     for request in json.loads(Path(requests_file).read_text()):
         body = request.get("body")
