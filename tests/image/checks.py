@@ -13,14 +13,14 @@ import subprocess
 import time
 from collections.abc import Iterator
 from pathlib import Path
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 import orjson
 
 from tests.image.build import size_mib
 from tests.image.container import Containers, started
 from tests.image.fixtures import IMAGE_USER, certificates, policy_dir, seed_review
-from tests.image.probe import ask
+from tests.image.probe import Answer, ask
 from tests.image.tools import podman, podman_ok
 
 MAX_MIB = 250
@@ -58,7 +58,7 @@ def _log_tail(name: str) -> str:
     return " | ".join((logged.stdout + logged.stderr).strip().splitlines()[-5:])
 
 
-def _answered(answer: dict) -> str:
+def _answered(answer: Answer) -> str:
     return f"{answer['status']} {answer['body']}"
 
 
@@ -94,7 +94,7 @@ def identity(containers: Containers, name: str, pid: int) -> Result:
     return Result(what, ok, detail)
 
 
-def _patch_ops(answer: dict) -> str:
+def _patch_ops(answer: dict[str, Any]) -> str:
     patch = orjson.loads(base64.b64decode(answer["response"].get("patch", "")) or b"[]")
     return ", ".join(f"{op['op']} {op['path']}" for op in patch)
 

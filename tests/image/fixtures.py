@@ -13,6 +13,7 @@ import shutil
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import orjson
 
@@ -55,7 +56,7 @@ def policy_dir(workdir: Path, name: str, *, broken: bool) -> Path:
     return directory
 
 
-def seed_review() -> tuple[str, dict]:
+def seed_review() -> tuple[str, dict[str, Any]]:
     """(the seed pod's AdmissionReview as the apiserver sends it, the answer the code in this
     checkout gives it with the shipped policy)."""
     body = review(seed_pod())

@@ -15,16 +15,20 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
 from tests.support.https_client import Connection, client_context
 from tests.support.paths import REPO
 
+# A request: {"method", "path", "body"?}; an answer: {"status": int, "body": str}.
+Request = dict[str, str]
+Answer = dict[str, Any]
 PORT = 8443
 # Time for the server in the container to start: two workers import Flask and the policy.
 START_TIMEOUT = 60.0
 
 
-def ask(pid: int, ca: Path, requests: list[dict], requests_file: Path) -> list[dict]:
+def ask(pid: int, ca: Path, requests: list[Request], requests_file: Path) -> list[Answer]:
     """Send ``requests`` ({method, path, body?}) to 127.0.0.1:8443 in the network namespace of
     process ``pid``, once the server answers; each answer as {status, body}."""
     requests_file.write_text(json.dumps(requests))
@@ -38,7 +42,7 @@ def ask(pid: int, ca: Path, requests: list[dict], requests_file: Path) -> list[d
     if done.returncode != 0:
         said = done.stderr.strip().splitlines()[-1:]
         raise RuntimeError(f"probe failed ({done.returncode}): {' '.join(said)}")
-    answers: list[dict] = json.loads(done.stdout)
+    answers: list[Answer] = json.loads(done.stdout)
     return answers
 
 
