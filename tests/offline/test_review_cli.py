@@ -66,7 +66,12 @@ def test_exit_code_follows_the_verdicts(stdin, code):
 @pytest.mark.parametrize(
     ("argv", "stdin", "message"),
     [
-        (["review", "missing.yaml"], "", "missing.yaml: cannot read"),
+        # The reason in words, without Python's "[Errno 2] ...: 'missing.yaml'".
+        (
+            ["review", "missing.yaml"],
+            "",
+            "error: missing.yaml: cannot read: no such file or directory\n",
+        ),
         (["review", "-"], "kind: Pod\nmetadata: x\n  name: y\n", "<stdin>: line 3: not valid YAML"),
         (["review", "-"], "just a string\n", "not an object"),
         (
@@ -108,7 +113,7 @@ def test_undecodable_file_exits_2(tmp_path):
     path = tmp_path / "binary.yaml"
     path.write_bytes(b"\xff\xfe\x00kind: Pod")
     code, _, err = run_cli("review", str(path))
-    assert code == 2 and f"{path}: cannot read" in err
+    assert code == 2 and f"{path}: cannot read: not UTF-8 text (byte 0)" in err
 
 
 @pytest.mark.parametrize("argv", [["review"], ["review", "-"]], ids=["no-path", "dash"])

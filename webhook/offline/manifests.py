@@ -1,7 +1,9 @@
 """Read the inputs of `webhook review`: files, directories or stdin of YAML or JSON.
 
 A document is an AdmissionReview, a `kind: List` (or any `...List` with `items`),
-or an object manifest. Each comes with where it was found, for messages.
+or an object manifest. Each comes with where it was found, for messages. A directory is
+read by the rule policies are (`webhook.policy.files`: recursive, name order, dot-names
+skipped), with `.json` files besides `.yaml`/`.yml`.
 """
 
 from __future__ import annotations
@@ -13,6 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from webhook.policy.files import MANIFEST_SUFFIXES, files_under, unreadable
 from webhook.policy.yamldocs import YamlError, load_all
 
 
@@ -26,15 +29,6 @@ class Document:
 
     where: str
     body: Any
-
-
-def _files(path: str) -> list[Path]:
-    target = Path(path)
-    if target.is_dir():
-        return sorted(
-            p for p in target.rglob("*") if p.suffix in (".yaml", ".yml", ".json") and p.is_file()
-        )
-    return [target]
 
 
 def _parse(text: str, where: str) -> list[Any]:
@@ -69,7 +63,7 @@ def _read_file(file: Path | None) -> list[Document]:
     try:
         text = sys.stdin.read() if file is None else file.read_text(encoding="utf-8")
     except (OSError, UnicodeDecodeError) as err:
-        raise InputError(f"{name}: cannot read: {err}") from None
+        raise InputError(unreadable(name, err)) from None
     documents: list[Document] = []
     for index, body in enumerate(_parse(text, name)):
         documents.extend(_expand(body, f"{name}#{index}"))
@@ -85,7 +79,14 @@ def read_inputs(paths: list[str]) -> tuple[list[Document], list[InputError]]:
     documents: list[Document] = []
     errors: list[InputError] = []
     for path in paths or ["-"]:
-        for file in [None] if path == "-" else _files(path):
+        try:
+            files: list[Path | None] = (
+                [None] if path == "-" else list(files_under(Path(path), MANIFEST_SUFFIXES))
+            )
+        except OSError as err:  # a directory that cannot be listed
+            errors.append(InputError(unreadable(err.filename or path, err)))
+            continue
+        for file in files:
             try:
                 documents.extend(_read_file(file))
             except InputError as err:

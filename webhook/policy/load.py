@@ -17,6 +17,7 @@ from webhook.api.text import shorten
 from webhook.api.validation import is_dns_subdomain, is_qualified_name
 
 from .document import Document, PolicyError
+from .files import POLICY_SUFFIXES, files_under, unreadable
 from .model import (
     API_VERSION,
     DEFAULT_COMPANIONS,
@@ -181,14 +182,8 @@ def _conflicts(policies: list[Policy], errors: list[str]) -> None:
 
 
 def policy_files(path: Path) -> list[Path]:
-    """The YAML files of a policy path; ConfigMap volumes hide their `..data` dirs with dots."""
-    if path.is_dir():
-        return sorted(
-            p
-            for p in path.iterdir()
-            if p.suffix in (".yaml", ".yml") and not p.name.startswith(".") and p.is_file()
-        )
-    return [path]
+    """The policy files of a path, by the one directory rule of `webhook.policy.files`."""
+    return files_under(path, POLICY_SUFFIXES)
 
 
 def load_documents(text: str, where: str, errors: list[str]) -> list[Policy]:
@@ -223,11 +218,16 @@ def load_policies(*paths: str | os.PathLike[str]) -> PolicySet:
             errors.append(f"{root}: no such file or directory")
             continue
         found, failed = len(policies), len(errors)
-        for file in policy_files(root):
+        try:
+            files = policy_files(root)
+        except OSError as err:  # a directory that cannot be listed, or vanished meanwhile
+            errors.append(unreadable(err.filename or root, err))
+            continue
+        for file in files:
             try:
                 text = file.read_text(encoding="utf-8")
             except (OSError, UnicodeDecodeError) as err:
-                errors.append(f"{file}: cannot read: {err}")
+                errors.append(unreadable(file, err))
                 continue
             policies.extend(load_documents(text, str(file), errors))
         if len(policies) == found and len(errors) == failed:
