@@ -30,10 +30,7 @@ def parse_request(body: object) -> AdmissionRequest:
     if not isinstance(body, dict):
         raise BadReview("body must be a JSON object (an AdmissionReview)")
     if body.get("apiVersion") != API_VERSION or body.get("kind") != KIND:
-        raise BadReview(
-            f"body must be an AdmissionReview of apiVersion {API_VERSION}, got "
-            f"apiVersion={shorten(body.get('apiVersion'))} kind={shorten(body.get('kind'))}"
-        )
+        raise BadReview(_not_a_review(body))
     request = body.get("request")
     if not isinstance(request, dict):
         raise BadReview("AdmissionReview.request must be an object")
@@ -57,6 +54,36 @@ def parse_request(body: object) -> AdmissionRequest:
     if not isinstance(request.get("namespace", ""), (str, type(None))):
         raise BadReview("request.namespace must be a string")
     return cast(AdmissionRequest, request)
+
+
+def _not_a_review(body: Mapping[str, object]) -> str:
+    """What the body has instead of a v1 AdmissionReview's apiVersion and kind, and the fix."""
+    version, kind = body.get("apiVersion"), body.get("kind")
+    has = f"{_shown('apiVersion', version)} and {_shown('kind', kind)}"
+    if kind == KIND and isinstance(version, str) and version:
+        # The apiserver sends the first version in the configuration's list that it speaks.
+        fix = f"this webhook answers {API_VERSION} only; list just v1 in admissionReviewVersions"
+    elif kind == KIND:
+        fix = f"set apiVersion: {API_VERSION}"
+    elif isinstance(kind, str) and kind:
+        fix = (
+            "send the object inside an AdmissionReview's request.object, or check a manifest "
+            "offline with `lwgpu review FILE`"
+        )
+    else:
+        fix = "send the AdmissionReview that the apiserver sends to admission webhooks"
+    return (
+        f"body must be an AdmissionReview (apiVersion {API_VERSION}, kind {KIND}); "
+        f"it has {has}: {fix}"
+    )
+
+
+def _shown(field: str, value: object) -> str:
+    if value is None:
+        return f"no {field}"
+    if not isinstance(value, str):
+        return f"a non-string {field}"
+    return f"{field} {shorten(value)}" if value else f'an empty {field} ("")'
 
 
 def uid_of(body: object) -> str | None:
