@@ -55,7 +55,11 @@ def pairs(tmp_path_factory):
         ),
         (
             ["--tls-dir", "{a}", "--client-ca", "{empty}/missing.crt"],
-            CLIENT_CA_ERROR + "{empty}/missing.crt: [Errno 2] No such file or directory",
+            "--client-ca {empty}/missing.crt: cannot read: no such file or directory",
+        ),
+        (
+            ["--tls-dir", "{a}", "--client-ca", "{empty}"],
+            "--client-ca {empty}: cannot read: is a directory",
         ),
         (
             ["--tls-dir", "{a}", "--client-ca", "{a}/tls.key"],
@@ -66,7 +70,9 @@ def pairs(tmp_path_factory):
 def test_unusable_tls_flags_exit_2(pairs, tmp_path, capsys, flags, message):
     names = {"a": pairs[0], "b": pairs[1], "empty": tmp_path}
     assert main(["serve", *(f.format(**names) for f in flags)]) == 2
-    assert f"webhook serve: error: {message.format(**names)}" in capsys.readouterr().err
+    err = capsys.readouterr().err
+    assert f"webhook serve: error: {message.format(**names)}" in err
+    assert "--client-ca" not in flags or "Errno" not in err  # the OS's words, not Python's
 
 
 @pytest.mark.parametrize(

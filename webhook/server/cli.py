@@ -152,12 +152,25 @@ def _shown(path: Path) -> str:
     return str(path) if relative.startswith("..") else relative
 
 
+def _readable(flag: str, path: Path) -> None:
+    # Checked before the server loads it, so the message names the flag and the OS's reason
+    # in words ("no such file or directory"), not `[Errno 2]`.
+    try:
+        with path.open("rb"):
+            pass
+    except OSError as exc:
+        reason = (exc.strerror or "unreadable").lower()
+        raise UsageError(f"{flag} {path}: cannot read: {reason}") from None
+
+
 def run(args: argparse.Namespace) -> int:
     """Start gunicorn in this process; return when it has shut down (exit 2 on bad usage)."""
     from .gunicorn_app import PortInUse, ServeSettings, WebhookApplication
 
     try:
         certfile, keyfile = tls_files(args)
+        if args.client_ca is not None:
+            _readable("--client-ca", args.client_ca)
         settings = ServeSettings(
             args.host,
             args.port,
