@@ -285,6 +285,13 @@ def main(argv: list[str] | None = None) -> int:
     )
     parser.add_argument("attacks", nargs="*", metavar="ATTACK", help="attack names (default all)")
     parser.add_argument("--out", type=Path, default=OUT, help="JSON file (default %(default)s)")
+    parser.add_argument(
+        "--fail-under",
+        type=float,
+        metavar="PCT",
+        help="exit 1 when an attack leaves fewer than PCT%% of legitimate reviews answered in "
+        "5 s, or causes a 5xx (what CI runs: `make attacks-fast`)",
+    )
     args = parser.parse_args(argv)
     unknown = [a for a in args.attacks if a not in ATTACKS]
     if unknown:
@@ -305,7 +312,15 @@ def main(argv: list[str] | None = None) -> int:
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps({"idle_pss_mib": idle, "log": log, "rows": rows}, indent=2))
     print(f"wrote {args.out}", file=sys.stderr)
-    return 0
+    failed = [
+        row["attack"]
+        for row in rows
+        if args.fail_under is not None
+        and (row["answered_pct"] < args.fail_under or row["server_5xx"] or row["client_5xx"])
+    ]
+    if failed:
+        print(f"below {args.fail_under}% answered, or a 5xx: {', '.join(failed)}", file=sys.stderr)
+    return 1 if failed else 0
 
 
 if __name__ == "__main__":
