@@ -32,7 +32,7 @@ def test_enough_kinds_of_bad_policy_are_covered():
 EXAMPLES = sorted(str(p.relative_to(REPO)) for p in (REPO / "policies" / "examples").glob("*.yaml"))
 
 
-@pytest.mark.parametrize("path", ["policies/default.yaml", "policies", *EXAMPLES])
+@pytest.mark.parametrize("path", ["policies/default.yaml", *EXAMPLES])
 def test_shipped_policies_are_valid(path, capsys, monkeypatch):
     monkeypatch.chdir(REPO)
     assert main(["policy", "check", path]) == 0
@@ -128,3 +128,10 @@ def test_globs_overlap(a, b, overlap):
 )
 def test_pattern_rank(pattern, higher_than):
     assert pattern_rank(pattern) > pattern_rank(higher_than)
+
+
+def test_the_policies_directory_holds_alternatives_that_clash(capsys, monkeypatch):
+    """Directories are read recursively: `policies/` with its examples is no deployable set."""
+    monkeypatch.chdir(REPO)
+    assert main(["policy", "check", "policies"]) == 1
+    assert "policies/examples/mixed-fleet.yaml#0: spec.namespaces.include" in capsys.readouterr().out
