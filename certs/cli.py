@@ -9,10 +9,16 @@ from __future__ import annotations
 import argparse
 import sys
 from collections.abc import Callable, Sequence
+from datetime import timedelta
 
-from .authority import KEY_TYPES, Spec
+from cryptography import x509
+
+from webhook.commandline import ask_for_choice, until_stdout_closes
+
+from .authority import BACKDATE, KEY_TYPES, Spec
 from .directory import check, generate
 from .errors import CertError
+from .rotation import not_after_text
 from .store import load_dir
 
 
@@ -21,6 +27,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = _parser().parse_args(argv)
     # argparse gives `run` as Any; every sub-parser below sets it to one of these functions.
     run: Callable[[argparse.Namespace], int] = args.run
+    return until_stdout_closes(lambda: _reported(run, args))
+
+
+def _reported(run: Callable[[argparse.Namespace], int], args: argparse.Namespace) -> int:
     try:
         return run(args)
     except CertError as exc:
@@ -51,8 +61,26 @@ def _generate(args: argparse.Namespace) -> int:
     if cert_set is None:
         # generate() left a set there; only something else deleting it since gets here.
         raise CertError(f"{args.out}: the certificate set was removed right after it was written")
+    if written:
+        _warn_if_cut(cert_set.cert, args.days)
     print(cert_set.ca_bundle_b64())
     return 0
+
+
+def _warn_if_cut(cert: x509.Certificate, days: int) -> None:
+    # A serving certificate never outlives its CA (authority.issue_serving cuts it): say so,
+    # rather than let a 5000-day request quietly become the CA's remaining lifetime.
+    issued = cert.not_valid_before_utc + BACKDATE
+    if cert.not_valid_after_utc >= issued + timedelta(days=days):
+        return
+    print(
+        f"certs: warning: --days {days}: the serving certificate expires "
+        f"{not_after_text(cert)} ({(cert.not_valid_after_utc - issued).days} days), when its CA "
+        f"does, as a certificate cannot outlive the CA that signs it; for {days} days give "
+        f"--ca-days {days} or more (an existing CA is replaced only with --force, which "
+        "changes the caBundle)",
+        file=sys.stderr,
+    )
 
 
 def _check(args: argparse.Namespace) -> int:
@@ -92,7 +120,11 @@ def _add_issue_flags(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--service", required=True, help="Service name of the webhook")
     parser.add_argument("--namespace", required=True, help="namespace of the Service")
     parser.add_argument(
-        "--days", type=int, default=365, help="serving certificate lifetime (default 365)"
+        "--days",
+        type=int,
+        default=365,
+        help="serving certificate lifetime (default 365); never past the CA's expiry: a "
+        "longer one is cut to it (generate warns), so raise --ca-days with it",
     )
     parser.add_argument("--ca-days", type=int, default=3650, help="CA lifetime (default 3650)")
     parser.add_argument("--key-type", choices=KEY_TYPES, default="ecdsa-p256")
@@ -143,4 +175,5 @@ def _parser() -> argparse.ArgumentParser:
     )
     ins.add_argument("--context", help="kubeconfig context (default: the current one)")
     ins.set_defaults(run=_install)
+    ask_for_choice(parser, "run")
     return parser

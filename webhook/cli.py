@@ -12,6 +12,7 @@ import sys
 from collections.abc import Callable
 
 from webhook import __version__
+from webhook.commandline import ask_for_choice, until_stdout_closes
 
 COMMANDS = (
     "webhook.offline.review",
@@ -31,6 +32,7 @@ def build_parser(prog: str = "python -m webhook") -> argparse.ArgumentParser:
     subparsers = parser.add_subparsers(dest="command", required=True)
     for module in COMMANDS:
         importlib.import_module(module).register(subparsers)
+    ask_for_choice(parser, "func")
     # `completion` walks the whole parser; a sub-command's own parser cannot reach its root.
     parser.set_defaults(root_parser=parser)
     return parser
@@ -41,7 +43,7 @@ def main(argv: list[str] | None = None, prog: str = "python -m webhook") -> int:
     args = build_parser(prog).parse_args(sys.argv[1:] if argv is None else argv)
     # argparse gives `func` as Any; every `register` sets it to a `run`-style function.
     func: Callable[[argparse.Namespace], int] = args.func
-    return func(args)
+    return until_stdout_closes(lambda: func(args))
 
 
 def console() -> int:
