@@ -1,12 +1,16 @@
 """The corpus on a mixed fleet (vgn5i lightweight nodes, a full T4 pool, an ACK cGPU pool;
 `tests/data/nodes/mixed-fleet.yaml`) under `policies/examples/mixed-fleet.yaml`: every pod the
 webhook rewrites can be scheduled (the scheduler's node affinity filter, imitated by
-`tests/fakes/scheduler_affinity.py`), and whole-GPU pods land on no lightweight node.
+`tests/fakes/scheduler_affinity.py`), whole-GPU pods land on no lightweight node, and with
+`placement: spillOver` a pod may land on every lightweight node that holds its ask.
 """
+
+from dataclasses import replace
 
 import pytest
 
 from tests.fakes.scheduler_affinity import schedulable
+from tests.support.builders import gpu_mem, pod
 from tests.support.manifests import corpus_files, named_documents
 from tests.support.paths import DATA, REPO
 from webhook.api.workload import dig, group_of, template_path
@@ -14,6 +18,7 @@ from webhook.core.decision import decide
 from webhook.offline.cluster import read_nodes
 from webhook.policy import load_policies
 
+MEM = "aliyun.accelerator/nvidia_mem"
 NODES = read_nodes(str(DATA / "nodes" / "mixed-fleet.yaml"))
 LIGHTWEIGHT = {n for n in NODES if n.startswith("vgn5i-")}
 POLICY = load_policies(REPO / "policies" / "examples" / "mixed-fleet.yaml").policies[0]
@@ -52,3 +57,16 @@ def test_rewritten_pods_are_schedulable_and_whole_gpus_stay_off_lightweight(body
         assert fitting(body) - LIGHTWEIGHT <= after
     else:
         assert after and after <= LIGHTWEIGHT, decision.reason
+
+
+SPILL = replace(POLICY, placement="spillOver")
+MIB = {n: int(labels[MEM].removesuffix("MiB")) for n, labels in NODES.items() if n in LIGHTWEIGHT}
+
+
+@pytest.mark.parametrize("gib", [1, 2, 3, 4, 8])
+def test_spill_over_pods_land_on_every_fitting_class_and_none_too_small(gib):
+    """`placement: spillOver`: every lightweight node with enough memory, and nothing else."""
+    decision = decide(pod(gpu_mem(gib)), SPILL)
+    assert decision.outcome == "mutated", decision.reason
+    assert fitting(decision.obj) == {n for n, mib in MIB.items() if mib >= gib * 1024}
+    assert decide(decision.obj, SPILL).patch == ()  # reinvocation adds nothing

@@ -51,3 +51,32 @@ def test_a_namespace_no_policy_claims():
 def test_unloadable_policies_exit_1(tmp_path):
     code, out, _ = run_cli("policy", "explain", "x", "--policies", str(tmp_path / "none"))
     assert code == 1 and out.startswith("error: ")
+
+
+SPILL_YAML = (REPO / "policies" / "examples" / "mixed-fleet.yaml").read_text()
+
+
+@pytest.mark.parametrize(
+    ("setting", "explained", "checked"),
+    [
+        ("exact", "placement: exact: the nodeSelector of the smallest class", ""),
+        ("spillOver", "placement: spillOver: required affinity on every class", "; placement: "),
+    ],
+)
+def test_explain_and_check_show_the_placement(tmp_path, setting, explained, checked):
+    path = tmp_path / "policy.yaml"
+    path.write_text(SPILL_YAML.replace("placement: exact", f"placement: {setting}"))
+    code, out, _ = run_cli("policy", "explain", "team-a", "--policies", str(path))
+    assert code == 0 and explained in out
+    code, out, _ = run_cli("policy", "check", str(path))
+    assert code == 0 and out.rstrip().endswith(
+        "GRID-P4-8Q=8192Mi" + (checked and checked + setting)
+    )
+
+
+def test_a_misspelt_placement_is_a_load_error(tmp_path):
+    path = tmp_path / "policy.yaml"
+    path.write_text(SPILL_YAML.replace("placement: exact", "placement: spillover"))
+    code, out, _ = run_cli("policy", "check", str(path))
+    assert code == 1
+    assert out == f"error: {path}#0: spec.placement: must be exact or spillOver, got 'spillover'\n"

@@ -134,4 +134,6 @@ def test_the_policies_directory_holds_alternatives_that_clash(capsys, monkeypatc
     """Directories are read recursively: `policies/` with its examples is no deployable set."""
     monkeypatch.chdir(REPO)
     assert main(["policy", "check", "policies"]) == 1
-    assert "policies/examples/mixed-fleet.yaml#0: spec.namespaces.include" in capsys.readouterr().out
+    assert (
+        "policies/examples/mixed-fleet.yaml#0: spec.namespaces.include" in capsys.readouterr().out
+    )

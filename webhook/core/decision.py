@@ -21,7 +21,16 @@ from .edit import Editor
 from .lifecycle import left_alone
 from .others import exclusions, other_system
 from .oversize import left_unchanged, too_big
-from .placement import Constraints, admits, best_fit, constraints, own_choice, without_selector
+from .placement import (
+    Constraints,
+    admits,
+    best_fit,
+    constraints,
+    fitting,
+    own_choice,
+    pinned_classes,
+    without_selector,
+)
 from .rewrite import keep_off, rewrite
 
 Outcome = Literal["skipped", "allowed", "mutated", "denied"]
@@ -133,10 +142,11 @@ def _decide_gpu_pod(
     _check_count(asks, effective_gpus(asks), policy, prefix)
     biggest, memory = max(sized, key=lambda pair: pair[1])
     own = own_choice(annotations, spec, policy.profiles)
-    choice = _choose(spec, own, policy, prefix, biggest, memory)
-    if choice is None:
+    fits = _choose(spec, own, policy, prefix, biggest, memory)
+    if not fits:
         return Decision("allowed", obj, path, warnings=(left_unchanged(biggest, memory, policy),))
-    edit = rewrite(obj, path, spec, [a for a, _ in sized], choice, policy, replaced=own)
+    choice, spread = fits[0], fits if policy.placement == "spillOver" else []
+    edit = rewrite(obj, path, spec, [a for a, _ in sized], choice, policy, own, spread)
     if not edit.ops:
         return Decision("allowed", obj, path, profile=choice.name)
     node_name = spec.get("nodeName")
@@ -149,6 +159,8 @@ def _decide_gpu_pod(
         f"{biggest.source} ({memory}Mi) -> {GPU_RESOURCE}=1 on {choice.name} "
         f"({choice.selector_text})"
     )
+    if len(spread) > 1:
+        change += ", spilling over to " + ", ".join(p.name for p in spread[1:])
     return _mutated(edit, path, change, choice.name)
 
 
@@ -161,9 +173,8 @@ def _whole_gpus(
     prefix: str,
 ) -> Decision:
     """A pod that asks no memory: already in lightweight form when it pins a class."""
-    pinned = constraints(spec, policy.profiles)
-    classes = [p for p in policy.profiles if admits(pinned, p)]
-    if not pinned or not classes:
+    classes = pinned_classes(spec, policy.profiles)
+    if not classes:
         gpus = effective_gpus(asks)
         if policy.whole_gpu_pods == "avoidLightweight" and gpus > 0:
             return _kept_off(obj, path, spec, gpus, policy)
@@ -216,10 +227,10 @@ def _choose(
     prefix: str,
     biggest: Ask,
     memory: int,
-) -> Profile | None:
-    """The smallest class that holds `memory` among those the pod still admits.
+) -> list[Profile]:
+    """The classes that hold `memory` among those the pod still admits, smallest first.
 
-    None when no class holds it and the policy leaves such pods alone; a `Refusal` when
+    Empty when no class holds it and the policy leaves such pods alone; a `Refusal` when
     the pod pins classes no policy offers or too small for its ask, or asks too much.
     """
     # The webhook's own earlier selector is no pin: a changed ask chooses again.
@@ -232,9 +243,9 @@ def _choose(
             f"{policy.name!r} ({_classes(policy.profiles)}); remove that selector and the "
             f"webhook will choose the class"
         )
-    choice = best_fit(admitted, memory)
-    if choice is not None:
-        return choice
+    fits = fitting(admitted, memory)
+    if fits:
+        return fits
     # Only a pinned pod can miss a class that holds it: the one it should pin instead.
     instead = best_fit(policy.profiles, memory) if pinned else None
     if instead is not None:
@@ -246,7 +257,7 @@ def _choose(
             f"{instead.name}"
         )
     if policy.when_no_profile_fits == "ignore":
-        return None
+        return []
     raise Refusal(too_big(biggest, memory, policy, prefix))
 
 

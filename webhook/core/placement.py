@@ -136,6 +136,34 @@ def without_selector(spec: KubeObject, profile: Profile) -> KubeObject:
     return {**spec, "nodeSelector": rest}
 
 
+def fitting(profiles: Iterable[Profile], memory_mib: int) -> list[Profile]:
+    """The profiles whose GPU holds `memory_mib`, in fit order: the first is `best_fit`'s."""
+    return [p for p in profiles if p.memory_mib >= memory_mib]
+
+
+def pinned_classes(spec: KubeObject, profiles: tuple[Profile, ...]) -> list[Profile] | None:
+    """The classes a pod pins, term by term; None when one way onto a node pins none.
+
+    Each required term (ORed) is read with the nodeSelector as a pod of its own: the pod is
+    pinned when every term pins some class, and may land on the union of what they admit
+    (a spill-over affinity over classes selecting on different keys is such a pod).
+    """
+    terms = required_terms(spec)
+    ways = [{**spec, "affinity": _only(term)} for term in terms] if len(terms) > 1 else [spec]
+    admitted: set[str] = set()
+    for way in ways:
+        pinned = constraints(way, profiles)
+        if not pinned:
+            return None
+        admitted.update(p.name for p in profiles if admits(pinned, p))
+    return [p for p in profiles if p.name in admitted]
+
+
+def _only(term: Any) -> KubeObject:
+    required = {"nodeSelectorTerms": [term]}
+    return {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": required}}
+
+
 def best_fit(profiles: Iterable[Profile], memory_mib: int) -> Profile | None:
     """The smallest profile whose GPU holds `memory_mib`."""
     fitting = [p for p in profiles if p.memory_mib >= memory_mib]

@@ -18,6 +18,7 @@ from webhook.api.types import KubeObject
 from webhook.api.workload import pointer
 from webhook.policy import Policy, Profile
 
+from . import spill
 from .asks import Ask
 from .edit import Editor, Path
 
@@ -50,8 +51,13 @@ def rewrite(
     choice: Profile,
     policy: Policy,
     replaced: Profile | None = None,
+    spread: list[Profile] | None = None,
 ) -> Editor:
-    """Rewrite the pod template at `path` copy-on-write; the editor holds object and patch."""
+    """Rewrite the pod template at `path` copy-on-write; the editor holds object and patch.
+
+    With `spread` (spill-over placement) the pod gets node affinity over those classes
+    instead of `choice`'s nodeSelector, and the tolerations of them all: it may land on any.
+    """
     edit = Editor(obj)
     spec = (*path, "spec")
     removed = (*policy.memory_resources, *policy.companion_resources)
@@ -82,15 +88,18 @@ def rewrite(
             edit.set((*resources, "limits"), {GPU_RESOURCE: str(ask.gpus)})
         if names_gpu:
             _set_count(edit, requests, (*resources, "requests", GPU_RESOURCE), ask.gpus)
+    kept = {} if spread else choice.node_selector
     for key in replaced.node_selector if replaced else ():
-        if key not in choice.node_selector:
+        if key not in kept:
             edit.remove((*spec, "nodeSelector", key))
-    edit.merge((*spec, "nodeSelector"), dict(choice.node_selector))
-    if choice.tolerations:
+    if spread:
+        spill.spread(edit, path, template_spec, spread)
+    else:
+        edit.merge((*spec, "nodeSelector"), dict(choice.node_selector))
+    for toleration in (t for profile in spread or [choice] for t in profile.tolerations):
         edit.ensure((*spec, "tolerations"), list)
-        for toleration in choice.tolerations:
-            if dict(toleration) not in edit.get((*spec, "tolerations")):
-                edit.append((*spec, "tolerations"), dict(toleration))
+        if dict(toleration) not in edit.get((*spec, "tolerations")):
+            edit.append((*spec, "tolerations"), dict(toleration))
     several = len(memory_asks) > 1
     annotations: dict[str, str] = {PROFILE_ANNOTATION: choice.name}
     # A second review of the same choice keeps the audit trail of the first: what the pod

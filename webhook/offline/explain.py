@@ -36,6 +36,12 @@ def _behaviour(policy: Policy) -> list[str]:
         f"a pod asking memory: nvidia.com/gpu: 1 on the smallest class that holds its largest "
         f"ask; more than {policy.profiles[-1].memory_mib}Mi is "
         + ("left unchanged" if policy.when_no_profile_fits == "ignore" else "refused"),
+        "placement: "
+        + (
+            "spillOver: required affinity on every class that holds the ask, the smallest preferred"
+            if policy.placement == "spillOver"
+            else "exact: the nodeSelector of the smallest class that holds the ask"
+        ),
         f"at most {policy.max_gpus_per_pod} GPU per pod on a lightweight class",
         "whole-GPU pods: "
         + (

@@ -56,7 +56,8 @@ def run_check(args: argparse.Namespace) -> int:
         return 1
     for policy in policies.policies:
         classes = ", ".join(f"{p.name}={p.memory_mib}Mi" for p in policy.profiles)
-        print(f"ok: {policy.source}: policy {policy.name!r}: {classes}")
+        placement = "; placement: spillOver" if policy.placement == "spillOver" else ""
+        print(f"ok: {policy.source}: policy {policy.name!r}: {classes}{placement}")
     if args.nodes:
         try:
             nodes = read_nodes(args.nodes)

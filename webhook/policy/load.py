@@ -30,7 +30,7 @@ from .model import (
     is_glob,
     pattern_rank,
 )
-from .others import load_leave_alone, load_whole_gpu_pods
+from .others import load_leave_alone, load_placement, load_whole_gpu_pods
 from .profiles import load_profiles
 from .yamldocs import YamlError, load_all
 
@@ -118,6 +118,7 @@ def _policy(doc: Document, raw: Any) -> Policy | None:
             "discoverProfiles",
             "wholeGPUPods",
             "leaveAlone",
+            "placement",
         },
     )
     namespaces = doc.mapping(spec.get("namespaces"), "spec.namespaces", {"include", "exclude"})
@@ -141,6 +142,7 @@ def _policy(doc: Document, raw: Any) -> Policy | None:
     doc.check(isinstance(discover, bool), "spec.discoverProfiles", "must be true or false")
     whole_gpu_pods = load_whole_gpu_pods(doc, spec.get("wholeGPUPods"))
     leave_alone = load_leave_alone(doc, spec.get("leaveAlone"))
+    placement = load_placement(doc, spec.get("placement"))
     if len(doc.errors) > before:
         return None
     return Policy(
@@ -157,6 +159,7 @@ def _policy(doc: Document, raw: Any) -> Policy | None:
         discover_profiles=discover,
         whole_gpu_pods=whole_gpu_pods,
         leave_alone=leave_alone,
+        placement=placement,
     )
 
 

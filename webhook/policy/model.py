@@ -19,6 +19,7 @@ K = TypeVar("K")
 V = TypeVar("V")
 NoFitAction = Literal["deny", "ignore"]
 WholeGPUAction = Literal["allow", "avoidLightweight"]
+Placement = Literal["exact", "spillOver"]
 
 # A policy's defaults, here once: the loader fills an absent field from these.
 # Resources that ask GPU memory, and the unit of one: gpushare counts GiB, HAMi MiB.
@@ -96,6 +97,9 @@ class Policy:
     # allow: whole-GPU pods go wherever they fit (a cluster of lightweight nodes only, as the
     # seed's); avoidLightweight: they get a required affinity that keeps them off the classes.
     whole_gpu_pods: WholeGPUAction = "allow"
+    # exact: the chosen class's nodeSelector (the seed's form); spillOver: a required affinity
+    # on every class that fits, preferring the smallest (`webhook.core.spill`).
+    placement: Placement = "exact"
     leave_alone: LeaveAlone = field(default_factory=LeaveAlone)
 
     def with_discovered(self, discovered: Iterable[Profile]) -> Policy:

@@ -1,9 +1,10 @@
-"""`spec.leaveAlone` and `spec.wholeGPUPods`: how a policy shares a cluster with other GPUs.
+"""`spec.leaveAlone`, `spec.wholeGPUPods` and `spec.placement`: how a policy shares a cluster
+with other GPUs.
 
 Beside lightweight nodes a cluster may hold full GPU nodes and nodes another GPU-sharing
 system schedules (ACK cGPU, gpushare, HAMi), which use the same resource names. A policy
 names the pods it must never touch, and says whether whole-GPU pods are kept off the
-lightweight classes.
+lightweight classes, and whether a pod may spill over to larger lightweight classes.
 """
 
 from __future__ import annotations
@@ -13,7 +14,7 @@ from typing import Any, cast, get_args
 from webhook.api.validation import is_label_value, is_qualified_name
 
 from .document import Document
-from .model import LeaveAlone, WholeGPUAction, frozen_map
+from .model import LeaveAlone, Placement, WholeGPUAction, frozen_map
 
 _FIELDS = {"nodeSelectorKeys", "schedulerNames", "podLabels"}
 
@@ -57,10 +58,19 @@ def load_leave_alone(doc: Document, raw: Any) -> LeaveAlone:
 
 def load_whole_gpu_pods(doc: Document, raw: Any) -> WholeGPUAction:
     """`spec.wholeGPUPods`: allow (the default) or avoidLightweight."""
-    allowed = get_args(WholeGPUAction)
+    return cast(WholeGPUAction, _one_of(doc, raw, "spec.wholeGPUPods", get_args(WholeGPUAction)))
+
+
+def load_placement(doc: Document, raw: Any) -> Placement:
+    """`spec.placement`: exact (the default, the seed's nodeSelector) or spillOver."""
+    return cast(Placement, _one_of(doc, raw, "spec.placement", get_args(Placement)))
+
+
+def _one_of(doc: Document, raw: Any, path: str, allowed: tuple[str, ...]) -> str:
+    """`raw` when it is one of `allowed`; absent is the first (the default)."""
     if raw is None:
-        return "allow"
+        return allowed[0]
     if raw not in allowed:
-        doc.error("spec.wholeGPUPods", f"must be {' or '.join(allowed)}, got {raw!r}")
-        return "allow"
-    return cast(WholeGPUAction, raw)
+        doc.error(path, f"must be {' or '.join(allowed)}, got {raw!r}")
+        return allowed[0]
+    return str(raw)
