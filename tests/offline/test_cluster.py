@@ -83,3 +83,18 @@ def test_review_names_the_governing_policy_and_checks_placement(tmp_path):
     stranded.write_text(json.dumps(pod(gpu_mem(2), node_selector={"example.com/pool": "a100"})))
     code, _, err = run_cli("review", str(stranded), "-o", "json", "--nodes", NODES)
     assert code == 1 and "Unschedulable:" in err and "match no node" in err
+
+
+def test_review_warns_what_policy_check_warns_and_keeps_its_exit_code(tmp_path):
+    """`review --nodes` prints `policy check --nodes`'s findings on stderr, as warnings:
+    placed pods still exit 0, and only an unplaceable pod makes it exit 1."""
+    _, checked, _ = run_cli("policy", "check", T4, "--nodes", NODES)
+    findings = [line for line in checked.splitlines() if line.startswith("warning: ")]
+    assert len(findings) >= 5
+    ask = tmp_path / "ask.json"
+    ask.write_text(json.dumps(pod(gpu_mem(2))))
+    code, out, err = run_cli("review", str(ask), "--policies", T4, "--nodes", NODES)
+    assert code == 0 and out
+    assert [line for line in err.splitlines() if line.startswith("warning: ")] == findings
+    code, _, err = run_cli("review", str(ask), "--policies", MIXED, "--nodes", NODES)
+    assert code == 0 and "warning: " not in err  # a policy that fits its fleet: no findings

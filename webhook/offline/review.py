@@ -1,7 +1,8 @@
 """`python -m webhook review`: the offline dry run of the decision, for people and CI.
 
-Exit codes: 0 every object allowed, 1 any denied, 2 unreadable input, bad policy
-or usage error (message on stderr). An unreadable file is reported and the others are
+Exit codes: 0 every object allowed, 1 any denied (or, with `--nodes`, any admitted pod
+placed on no node), 2 unreadable input, bad policy or usage error (message on stderr).
+With `--nodes`, the policy findings of `policy check --nodes` are warnings on stderr. An unreadable file is reported and the others are
 still reviewed and printed; the exit code is then 2.
 """
 
@@ -20,7 +21,7 @@ from webhook.api.workload import dig, group_of, template_path
 from webhook.core.decision import decide
 from webhook.policy import PolicyError, PolicySet, load_policies
 
-from .cluster import read_nodes, unplaceable
+from .cluster import Nodes, policy_findings, read_nodes, unplaceable
 from .manifests import Document, InputError, read_inputs
 from .outputs import print_outputs
 
@@ -68,7 +69,8 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         "--nodes",
         metavar="FILE",
         help="`kubectl get nodes -o yaml` output: exit 1 when an admitted pod's final "
-        "nodeSelector and required node affinity match no node",
+        "nodeSelector and required node affinity match no node; warn, as policy check "
+        "--nodes does, about classes no node carries and lightweight nodes no class selects",
     )
     parser.set_defaults(func=run)
 
@@ -156,9 +158,17 @@ def run(args: argparse.Namespace) -> int:
             errors.append(err)
     for error in errors:
         print(f"error: {error}", file=sys.stderr)
-    unplaced = _unplaced(results, args.nodes) if args.nodes else []
-    if unplaced is None:
-        return 2
+    unplaced = []
+    if args.nodes:
+        try:
+            nodes = read_nodes(args.nodes)
+        except InputError as err:
+            print(f"error: {err}", file=sys.stderr)
+            return 2
+        # What `policy check --nodes` warns about; warnings only, the exit code is the pods'.
+        for finding in policy_findings(policies, nodes):
+            print(f"warning: {finding}", file=sys.stderr)
+        unplaced = _unplaced(results, nodes)
     print_outputs(results, args.output, whole=not errors)
     for result in unplaced:
         print(
@@ -171,13 +181,8 @@ def run(args: argparse.Namespace) -> int:
     return 0 if all(r["allowed"] for r in results) and not unplaced else 1
 
 
-def _unplaced(results: list[dict[str, Any]], nodes_file: str) -> list[dict[str, Any]] | None:
-    """The admitted results whose final pod spec matches no node; None if FILE is unreadable."""
-    try:
-        nodes = read_nodes(nodes_file)
-    except InputError as err:
-        print(f"error: {err}", file=sys.stderr)
-        return None
+def _unplaced(results: list[dict[str, Any]], nodes: Nodes) -> list[dict[str, Any]]:
+    """The admitted results whose final pod spec matches no node."""
     unplaced = []
     for result in results:
         obj = result["object"]
