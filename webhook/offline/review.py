@@ -2,8 +2,9 @@
 
 Exit codes: 0 every object allowed, 1 any denied (or, with `--nodes`, any admitted pod
 placed on no node), 2 unreadable input, bad policy or usage error (message on stderr).
-With `--nodes`, the policy findings of `policy check --nodes` are warnings on stderr. An unreadable file is reported and the others are
-still reviewed and printed; the exit code is then 2.
+With `--nodes`, the policy findings of `policy check --nodes` are warnings on stderr.
+An unreadable file is reported and the others are still reviewed and printed; the exit
+code is then 2.
 """
 
 from __future__ import annotations
