@@ -7,6 +7,7 @@ import time
 import pytest
 
 from tests.support.builders import MEM, NAME, gpu_node
+from tests.support.server import free_port
 from tests.support.waiting import wait_for
 from webhook.core.nodes import profiles_from_labels
 from webhook.core.placement import best_fit
@@ -140,13 +141,51 @@ def test_expired_resource_version_relists(kube, start):
 
 
 def test_failures_back_off_exponentially(kube, start, caplog):
-    """Failed lists are retried after doubling delays, capped at the maximum."""
+    """Failed lists are retried after doubling delays, capped at the maximum; the first
+    failure is a warning, the same failure again a debug line, the recovery one info line."""
     kube.seed(gpu_node("gpu", "2048MiB", "GRID-P4-2Q"))
     kube.inject("GET", r"^/api/v1/nodes$", 500, times=4)
-    with caplog.at_level(logging.WARNING, logger="webhook.kube.inventory"):
+    with caplog.at_level(logging.DEBUG, logger="webhook.kube.inventory"):
         inventory = start()
-    delays = [r.getMessage().rsplit(" ", 1)[-1] for r in caplog.records]
-    assert delays == ["0.01s", "0.02s", "0.04s", "0.04s"]
+    failed = [r for r in caplog.records if "retrying in" in r.getMessage()]
+    assert [r.getMessage().rsplit(" ", 1)[-1] for r in failed] == [
+        "0.01s",
+        "0.02s",
+        "0.04s",
+        "0.04s",
+    ]
+    assert [r.levelname for r in caplog.records] == ["WARNING", *["DEBUG"] * 3, "INFO"]
+    assert summary(inventory.profiles()) == [P4_2Q]
+
+
+def test_a_dead_endpoint_is_one_short_warning_and_one_line_when_it_answers(kube, caplog):
+    """Connection refused, retried many times: one warning naming the address and the cause,
+    debug lines for the retries, none of urllib3's "Retrying" warnings; when the API server
+    answers, one info line."""
+    kube.seed(gpu_node("gpu", "2048MiB", "GRID-P4-2Q"))
+    dead = f"http://127.0.0.1:{free_port()}"  # nothing listens there
+    core = kube.core_v1()
+    core.api_client.configuration.host = dead
+    inventory = NodeInventory(core, backoff=(0.01, 0.02), watch_timeout_s=5)
+    with caplog.at_level(logging.DEBUG):
+        inventory.start()
+        try:
+            wait_for(lambda: len([r for r in caplog.records if "still" in r.getMessage()]) >= 5)
+            core.api_client.configuration.host = kube.url  # the API server is back
+            assert inventory.wait_synced(10)
+            wait_for(lambda: any(r.levelno == logging.INFO for r in caplog.records))
+        finally:
+            inventory.stop()
+    shown = [(r.levelname, r.getMessage()) for r in caplog.records if r.levelno >= logging.INFO]
+    assert shown == [
+        (
+            "WARNING",
+            f"node inventory: cannot reach the API server {dead}: connection refused; "
+            "no nodes listed yet, retrying in 0.01s",
+        ),
+        ("INFO", f"node inventory: the API server {kube.url} answers again"),
+    ]
+    assert not [r for r in caplog.records if r.getMessage().startswith("Retrying")]
     assert summary(inventory.profiles()) == [P4_2Q]
 
 

@@ -3,18 +3,21 @@
 `NodeInventory` lists and then watches Nodes in a background daemon thread and keeps the
 classes as a snapshot of `Profile`s. Reviews only ever read that snapshot: the watch never
 runs in the request path, and an unreachable API server leaves the last snapshot in place
-(its age is what `/metrics` shows).
+(its age is what `/metrics` shows). Failures are retried with backoff and logged once when
+they start (address and cause in a few words) and once when the API server answers again.
 """
 
 from __future__ import annotations
 
 import logging
 import math
+import ssl
 import threading
 import time
 
 from kubernetes import client, watch
 from kubernetes.client.exceptions import ApiException
+from urllib3 import exceptions as urllib3_exceptions
 from urllib3.exceptions import HTTPError
 
 from webhook.api.names import MEM_LABEL
@@ -22,6 +25,7 @@ from webhook.core.nodes import profiles_from_labels
 from webhook.policy import Profile
 
 LOG = logging.getLogger(__name__)
+URLLIB3_LOG = logging.getLogger("urllib3.connectionpool")
 
 
 class NodeInventory:
@@ -44,6 +48,7 @@ class NodeInventory:
         self._synced_at: float | None = None
         self._stop = threading.Event()
         self._synced = threading.Event()
+        self._failing: str | None = None  # the cause last logged, while requests fail
         self._watch: watch.Watch | None = None
         self._thread = threading.Thread(target=self._run, name="node-inventory", daemon=True)
 
@@ -81,6 +86,7 @@ class NodeInventory:
         return self._synced.wait(timeout)
 
     def _publish(self) -> None:
+        self._answered()
         self._profiles = profiles_from_labels(self._labels)
         self._synced_at = time.monotonic()
         self._synced.set()
@@ -117,9 +123,20 @@ class NodeInventory:
             self._publish()
         if not self._stop.is_set():
             self._synced_at = time.monotonic()  # a watch that ran its full term was healthy
+            self._answered()
         return version
 
     def _run(self) -> None:
+        # urllib3 retries each failed request three times and warns each time: this loop backs
+        # off and reports on its own, so those warnings are dropped for this thread only.
+        retries = _QuietRetries(threading.get_ident())
+        URLLIB3_LOG.addFilter(retries)
+        try:
+            self._loop()
+        finally:
+            URLLIB3_LOG.removeFilter(retries)
+
+    def _loop(self) -> None:
         version, delay = None, self._backoff[0]
         while not self._stop.is_set():
             try:
@@ -131,13 +148,62 @@ class NodeInventory:
                     LOG.info("node inventory: watch expired (410), re-listing nodes")
                     version = None
                     continue
-                cause = f"API server answered {err.status} {err.reason}"
+                cause = f"API server {self._host()} answered {err.status} {err.reason}"
             except (HTTPError, OSError) as err:
-                cause = f"API server unreachable: {err}"
+                cause = f"cannot reach the API server {self._host()}: {failure(err)}"
             if self._stop.is_set():
                 break
-            LOG.warning(
-                "node inventory: %s; keeping the last snapshot, retrying in %.2fs", cause, delay
-            )
+            self._failed(cause, delay)
             self._stop.wait(delay)
             delay = min(delay * 2, self._backoff[1])
+
+    def _host(self) -> str:
+        return str(self._core.api_client.configuration.host)
+
+    def _failed(self, cause: str, delay: float) -> None:
+        # One warning when the failure starts or its cause changes; the retries in between
+        # are debug lines, so an API server that is away for hours costs one log line.
+        if cause == self._failing:
+            LOG.debug("node inventory: still %s; retrying in %.2fs", cause, delay)
+            return
+        self._failing = cause
+        kept = "keeping the last snapshot" if self._synced.is_set() else "no nodes listed yet"
+        LOG.warning("node inventory: %s; %s, retrying in %.2fs", cause, kept, delay)
+
+    def _answered(self) -> None:
+        if self._failing is not None:
+            self._failing = None
+            LOG.info("node inventory: the API server %s answers again", self._host())
+
+
+class _QuietRetries(logging.Filter):
+    """Drops urllib3's "Retrying (Retry(...)) after connection broken by ..." records of one
+    thread."""
+
+    def __init__(self, thread: int):
+        super().__init__()
+        self._thread = thread
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return record.thread != self._thread or not str(record.msg).startswith("Retrying")
+
+
+def failure(err: BaseException) -> str:
+    """Why a request failed, in a few words: the OS's or TLS's reason behind urllib3's error."""
+    seen: BaseException | None = err
+    for _ in range(8):  # the chain is short; the bound only guards against a cycle
+        if seen is None:
+            break
+        if isinstance(seen, ssl.SSLCertVerificationError):
+            return f"its TLS certificate is not trusted ({seen.verify_message})"
+        if isinstance(seen, ssl.SSLError):
+            return f"the TLS handshake failed ({seen.reason or 'no reason given'})"
+        if isinstance(seen, TimeoutError | urllib3_exceptions.TimeoutError) and not isinstance(
+            seen, urllib3_exceptions.NewConnectionError
+        ):
+            return "timed out"
+        if isinstance(seen, OSError) and seen.strerror:
+            return seen.strerror.lower()
+        reason = getattr(seen, "reason", None)
+        seen = reason if isinstance(reason, BaseException) else seen.__cause__ or seen.__context__
+    return "the connection failed"
