@@ -1,9 +1,12 @@
 """Node matching as the scheduler does it (`k8s.io/component-helpers/scheduling/corev1/
-nodeaffinity`, `NodeSelector.Match` and `nodeSelectorRequirementsAsSelector`)."""
+nodeaffinity`, `NodeSelector.Match` and `nodeSelectorRequirementsAsSelector`), and which
+nodes discovery turns into classes."""
 
 import pytest
 
-from webhook.core.nodes import pod_fits_node
+from tests.support.paths import DATA
+from webhook.core.nodes import pod_fits_node, profiles_from_labels
+from webhook.offline.cluster import read_nodes
 
 LABELS = {"aliyun.accelerator/nvidia_mem": "2048MiB", "gpus": "4", "zone": "a"}
 REQUIRED = "requiredDuringSchedulingIgnoredDuringExecution"
@@ -54,3 +57,15 @@ def req(key, operator, *values):
 )
 def test_pod_fits_node(pod, fits):
     assert pod_fits_node(pod, LABELS) is fits
+
+
+def test_discovery_takes_only_nodes_that_look_lightweight():
+    """On the mixed fleet, the 4-GPU T4 pool and the ACK cGPU pool become no class."""
+    nodes = read_nodes(str(DATA / "nodes" / "mixed-fleet.yaml"))
+    assert any(n.startswith("t4-full") for n in nodes) and any(n.startswith("cgpu") for n in nodes)
+    found = profiles_from_labels(nodes)
+    assert [(p.name, p.memory_mib) for p in found] == [
+        (f"GRID-P4-{g}Q", g * 1024) for g in (1, 2, 4, 8)
+    ]
+    # With no other system's keys, a cGPU node is one GPU with its memory labelled.
+    assert len(profiles_from_labels(nodes, others=())) == len(found) + 1

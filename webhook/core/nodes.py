@@ -13,10 +13,10 @@ from __future__ import annotations
 
 import re
 from collections import defaultdict
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from typing import Any
 
-from webhook.api.names import MEM_LABEL, NAME_LABEL
+from webhook.api.names import COUNT_LABEL, MEM_LABEL, NAME_LABEL
 from webhook.api.types import KubeObject
 from webhook.api.workload import as_map
 from webhook.policy import Profile, frozen_map
@@ -27,8 +27,27 @@ _MIB = re.compile(r"^(\d+)MiB$")
 _INTEGER = re.compile(r"^[-+]?\d+$")
 
 
-def profiles_from_labels(labels_by_node: Mapping[str, Mapping[str, str]]) -> tuple[Profile, ...]:
-    """One Profile per distinct `nvidia_mem` value, ascending memory.
+# ACK's shared-GPU (cGPU) node pools carry this label: their nodes are ACK's to share, never a
+# lightweight class, whatever policy is loaded (discovery serves every policy at once).
+SHARING_NODE_KEYS = ("ack.node.gpu.schedule",)
+
+
+def looks_lightweight(labels: Mapping[str, str], others: Iterable[str] = SHARING_NODE_KEYS) -> bool:
+    """A lightweight node by the cloud's labels: its GPU memory labelled, one GPU (a full GPU
+    pool carries nvidia_count > 1; a node labelled by memory only counts as one), and no label
+    key of another GPU-sharing system (`others`: a policy's leaveAlone.nodeSelectorKeys)."""
+    return (
+        MEM_LABEL in labels
+        and labels.get(COUNT_LABEL, "1") == "1"
+        and not any(key in labels for key in others)
+    )
+
+
+def profiles_from_labels(
+    labels_by_node: Mapping[str, Mapping[str, str]], others: Iterable[str] = SHARING_NODE_KEYS
+) -> tuple[Profile, ...]:
+    """One Profile per distinct `nvidia_mem` value of the nodes that `looks_lightweight`,
+    ascending memory: a pool of 4-GPU nodes or an ACK cGPU pool never becomes a class.
 
     The class is named after the nodes' `nvidia_name` when they all agree (and lists it in
     its node labels, so a pod pinning that name is understood), else after the memory label
@@ -37,7 +56,10 @@ def profiles_from_labels(labels_by_node: Mapping[str, Mapping[str, str]]) -> tup
     """
     names: dict[str, set[str]] = defaultdict(set)
     memory_mib: dict[str, int] = {}
+    others = tuple(others)
     for labels in labels_by_node.values():
+        if not looks_lightweight(labels, others):
+            continue
         mem = labels.get(MEM_LABEL, "")
         if match := _MIB.match(mem):
             memory_mib[mem] = int(match[1])

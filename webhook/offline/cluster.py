@@ -13,7 +13,7 @@ from collections.abc import Mapping
 from webhook.api.names import COUNT_LABEL, GPU_RESOURCE, MEM_LABEL
 from webhook.api.types import KubeObject
 from webhook.api.workload import as_map
-from webhook.core.nodes import carries, pod_fits_node
+from webhook.core.nodes import carries, looks_lightweight, pod_fits_node
 from webhook.policy import Policy, PolicySet
 
 from .manifests import read_documents
@@ -57,14 +57,10 @@ def _policy_findings(policy: Policy, nodes: Nodes) -> list[str]:
     ]
     theirs = policy.leave_alone.node_selector_keys
     for name, labels in sorted(nodes.items()):
-        # One GPU with its memory labelled, and no other sharing system's mark: a lightweight
-        # node by the cloud's labels (a full GPU pool carries nvidia_count > 1).
-        looks_lightweight = (
-            MEM_LABEL in labels
-            and labels.get(COUNT_LABEL) == "1"
-            and not any(key in labels for key in theirs)
-        )
-        if looks_lightweight and not any(carries(p, labels) for p in policy.profiles):
+        # The rule discovery uses too, with this policy's own leaveAlone keys.
+        if looks_lightweight(labels, theirs) and not any(
+            carries(p, labels) for p in policy.profiles
+        ):
             findings.append(
                 f"{where}: node {name} ({MEM_LABEL}={labels[MEM_LABEL]}, one GPU) looks "
                 "lightweight, but no class selects it"
