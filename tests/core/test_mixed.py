@@ -154,3 +154,25 @@ def test_pods_of_another_gpu_sharing_system_are_left_alone(obj, words):
 def test_the_shipped_policy_leaves_ack_cgpu_pods_to_ack():
     cgpu = pod(gpu_mem(2), node_selector={"ack.node.gpu.schedule": "cgpu"})
     assert decide(cgpu, default_policy()).outcome == "skipped"
+
+
+def test_terms_on_different_keys_pin_the_union_of_their_classes():
+    """Required terms are ORed (nodeaffinity NodeSelector.Match): each is read on its own, so
+    terms pinning P4-4Q by memory and T4-2Q by name admit those two classes, not the smaller
+    P4-2Q that neither term's nodes carry (hypothesis found that pod made unschedulable)."""
+    both = affinity(
+        [{"key": MEM, "operator": "In", "values": ["4096MiB"]}],
+        [{"key": NAME, "operator": "In", "values": ["GRID-T4-2Q"]}],
+    )
+    decision = decide(pod(gpu_mem(1), affinity=both), AVOID)
+    assert (decision.outcome, decision.profile) == ("mutated", "GRID-T4-2Q")
+    neither = affinity(
+        [{"key": MEM, "operator": "In", "values": ["8192MiB"]}],
+        [{"key": NAME, "operator": "In", "values": ["A10"]}],
+    )
+    denied = decide(pod(gpu_mem(1), affinity=neither), AVOID)
+    assert denied.outcome == "denied"
+    assert denied.reason.startswith(
+        f"spec: the pod selects {MEM} by required node affinity and {NAME} by required node "
+        "affinity, which is no lightweight GPU class of policy 'mixed'"
+    )

@@ -22,13 +22,11 @@ from .lifecycle import left_alone
 from .others import exclusions, other_system
 from .oversize import left_unchanged, too_big
 from .placement import (
-    Constraints,
-    admits,
     best_fit,
-    constraints,
     fitting,
     own_choice,
     pinned_classes,
+    term_constraints,
     without_selector,
 )
 from .rewrite import keep_off, rewrite
@@ -234,11 +232,13 @@ def _choose(
     the pod pins classes no policy offers or too small for its ask, or asks too much.
     """
     # The webhook's own earlier selector is no pin: a changed ask chooses again.
-    pinned = constraints(without_selector(spec, own) if own else spec, policy.profiles)
-    admitted = [p for p in policy.profiles if admits(pinned, p)] if pinned else policy.profiles
-    if pinned and not admitted:
+    base = without_selector(spec, own) if own else spec
+    pinned = pinned_classes(base, policy.profiles)
+    admitted = policy.profiles if pinned is None else tuple(pinned)
+    if pinned == []:
+        keys = {key for way in term_constraints(base, policy.profiles) or [] for key in way}
         raise Refusal(
-            f"{prefix}spec: the pod selects {_pinned_text(spec, pinned)}, which is no "
+            f"{prefix}spec: the pod selects {_pinned_text(spec, keys)}, which is no "
             f"lightweight GPU class of policy "
             f"{policy.name!r} ({_classes(policy.profiles)}); remove that selector and the "
             f"webhook will choose the class"
@@ -247,7 +247,7 @@ def _choose(
     if fits:
         return fits
     # Only a pinned pod can miss a class that holds it: the one it should pin instead.
-    instead = best_fit(policy.profiles, memory) if pinned else None
+    instead = best_fit(policy.profiles, memory) if pinned is not None else None
     if instead is not None:
         small = admitted[-1]
         raise Refusal(
@@ -272,13 +272,13 @@ def _check_count(asks: list[Ask], gpus: int, policy: Policy, prefix: str) -> Non
     )
 
 
-def _pinned_text(spec: KubeObject, pinned: Constraints) -> str:
+def _pinned_text(spec: KubeObject, keys: set[str]) -> str:
     selector = as_map(spec.get("nodeSelector"))
     return " and ".join(
         f"nodeSelector {key}={shorten(selector[key])}"
         if key in selector
         else f"{key} by required node affinity"
-        for key in sorted(pinned)
+        for key in sorted(keys)
     )
 
 

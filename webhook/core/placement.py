@@ -141,22 +141,28 @@ def fitting(profiles: Iterable[Profile], memory_mib: int) -> list[Profile]:
     return [p for p in profiles if p.memory_mib >= memory_mib]
 
 
-def pinned_classes(spec: KubeObject, profiles: tuple[Profile, ...]) -> list[Profile] | None:
-    """The classes a pod pins, term by term; None when one way onto a node pins none.
+def term_constraints(spec: KubeObject, profiles: tuple[Profile, ...]) -> list[Constraints] | None:
+    """What each way onto a node pins; None when one way pins no class key.
 
-    Each required term (ORed) is read with the nodeSelector as a pod of its own: the pod is
-    pinned when every term pins some class, and may land on the union of what they admit
-    (a spill-over affinity over classes selecting on different keys is such a pod).
+    Each required term (ORed) is read with the nodeSelector as a pod of its own, so two terms
+    that each pin a class on another key pin those two classes, not every mix of their values.
     """
     terms = required_terms(spec)
     ways = [{**spec, "affinity": _only(term)} for term in terms] if len(terms) > 1 else [spec]
-    admitted: set[str] = set()
-    for way in ways:
-        pinned = constraints(way, profiles)
-        if not pinned:
-            return None
-        admitted.update(p.name for p in profiles if admits(pinned, p))
-    return [p for p in profiles if p.name in admitted]
+    pins = [constraints(way, profiles) for way in ways]
+    return None if not all(pins) else pins
+
+
+def pinned_classes(spec: KubeObject, profiles: tuple[Profile, ...]) -> list[Profile] | None:
+    """The classes a pod pins, term by term; None when one way onto a node pins none.
+
+    The pod may land on the union of what its terms admit (a spill-over affinity over classes
+    selecting on different keys is such a pod).
+    """
+    pins = term_constraints(spec, profiles)
+    if pins is None:
+        return None
+    return [p for p in profiles if any(admits(pinned, p) for pinned in pins)]
 
 
 def _only(term: Any) -> KubeObject:
