@@ -1,7 +1,8 @@
 """The corpus on a mixed fleet (vgn5i lightweight nodes, a full T4 pool, an ACK cGPU pool;
 `tests/data/nodes/mixed-fleet.yaml`) under `policies/examples/mixed-fleet.yaml`: every pod the
-webhook rewrites can be scheduled (the scheduler's node affinity filter, imitated by
-`tests/fakes/scheduler_affinity.py`), whole-GPU pods land on no lightweight node, and with
+webhook admits can be scheduled wherever its author's own selectors allowed any node of the
+fleet (the scheduler's node affinity filter, imitated by `tests/fakes/scheduler_affinity.py`),
+a rewritten pod lands on lightweight nodes only, whole-GPU pods on none, and with
 `placement: spillOver` a pod may land on every lightweight node that holds its ask.
 """
 
@@ -57,6 +58,28 @@ def test_rewritten_pods_are_schedulable_and_whole_gpus_stay_off_lightweight(body
         assert fitting(body) - LIGHTWEIGHT <= after
     else:
         assert after and after <= LIGHTWEIGHT, decision.reason
+
+
+# Admitted pods whose own selectors match no node of this fleet (a GKE accelerator pool,
+# gpushare's or the GPU operator's node labels): nothing the webhook writes could place them.
+FOREIGN = {
+    "AliyunContainerService__gpushare-device-plugin__device-plugin-ds.yaml#0",
+    "GoogleCloudPlatform__kubernetes-engine-samples__ai-ml__llm-serving-gemma__vllm__vllm-2b-it.yaml#0",
+    "GoogleCloudPlatform__kubernetes-engine-samples__batch__kueue-intro__job-team-a.yaml#0",
+    "NVIDIA__gpu-operator__tests__plugin-test.yaml#0",
+}
+
+
+@pytest.mark.parametrize("where, body", CASES, ids=[w for w, _ in CASES])
+def test_every_admitted_pod_is_schedulable_where_its_author_allowed(where, body):
+    decision = decide(body, POLICY)
+    if decision.outcome == "denied":
+        return
+    final = decision.obj if decision.outcome == "mutated" else body
+    if where.rsplit("/", 1)[-1] in FOREIGN:
+        assert not fitting(body)
+    else:
+        assert fitting(body) and fitting(final), decision.reason
 
 
 SPILL = replace(POLICY, placement="spillOver")
