@@ -163,12 +163,27 @@ def _readable(flag: str, path: Path) -> None:
         raise UsageError(f"{flag} {path}: cannot read: {reason}") from None
 
 
+def _why(exc: Exception) -> str:
+    # OpenSSL's reason code in words ("key values mismatch"), not "[SSL: KEY_VALUES_MISMATCH]";
+    # a file that is no PEM at all gives no reason, only "[SSL] PEM lib (_ssl.c:NNNN)".
+    if isinstance(exc, ssl.SSLError):
+        if exc.reason:
+            return str(exc.reason).lower().replace("_", " ")
+        return "not a PEM certificate chain and its private key"
+    if isinstance(exc, OSError) and exc.strerror:
+        return exc.strerror.lower()
+    return str(exc)
+
+
 def run(args: argparse.Namespace) -> int:
     """Start gunicorn in this process; return when it has shut down (exit 2 on bad usage)."""
     from .gunicorn_app import PortInUse, ServeSettings, WebhookApplication
 
     try:
         certfile, keyfile = tls_files(args)
+        named = args.tls_cert is not None
+        _readable("--tls-cert" if named else "--tls-dir", certfile)
+        _readable("--tls-key" if named else "--tls-dir", keyfile)
         if args.client_ca is not None:
             _readable("--client-ca", args.client_ca)
         settings = ServeSettings(
@@ -189,7 +204,7 @@ def run(args: argparse.Namespace) -> int:
         except (OSError, ssl.SSLError, ValueError) as exc:
             ca = "" if args.client_ca is None else f" / client CA {args.client_ca}"
             raise UsageError(
-                f"cannot load TLS certificate {certfile} / key {keyfile}{ca}: {exc}"
+                f"cannot load TLS certificate {certfile} / key {keyfile}{ca}: {_why(exc)}"
             ) from None
     except UsageError as exc:
         print(f"webhook serve: error: {exc}", file=sys.stderr)
