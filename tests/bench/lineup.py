@@ -8,6 +8,8 @@
 - `go`: a minimal Go net/http webhook applying the same rewrite (`peers/main.go`); its answer
   must equal the webhook's, or the run stops.
 - `go-fixed`: Go answering a constant 200: the machine's TLS + HTTP bound.
+- `no-log`, `no-metrics`, `no-decision` (only when asked for): `webhook serve` with that part
+  switched off (`parts`), so the difference to `webhook` is the part's end-to-end cost.
 
 Go peers are skipped, with the reason recorded, where `go` is missing or the build fails.
 """
@@ -35,7 +37,12 @@ LABELS = {
     "wsgi": "bare WSGI",
     "go": "Go webhook",
     "go-fixed": "Go fixed 200",
+    "no-log": "lwgpu, no access log",
+    "no-metrics": "lwgpu, no metrics",
+    "no-decision": "lwgpu, decision reused",
 }
+# Not in the default lineup: they explain lwgpu's own cost, they are not peers.
+PARTS = {"no-log": "access-log", "no-metrics": "metrics", "no-decision": "decision"}
 REV_SOURCES = ("webhook", "certs", "policies")
 
 
@@ -113,6 +120,8 @@ def contenders(
                     name, "tests.bench.noop", [*python, *(["--bare"] if name == "wsgi" else [])]
                 )
             )
+        elif name in PARTS:
+            found.append(Contender(name, "tests.bench.parts", [*python, "--without", PARTS[name]]))
         elif binary is None:
             skipped[name] = why
         elif name == "go":

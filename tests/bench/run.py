@@ -72,9 +72,10 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument(
         "--peers",
         nargs="+",
-        choices=lineup.NAMES,
+        choices=[*lineup.NAMES, *lineup.PARTS],
         default=list(lineup.NAMES),
-        help="servers in the end-to-end lineup (default: all; webhook is always in)",
+        help="servers in the end-to-end lineup (default: all but the no-* ones, which switch a "
+        "part of lwgpu off; webhook is always in)",
     )
     parser.add_argument("--against", metavar="REV", help="also run webhook serve from commit REV")
     parser.add_argument("--duration", type=float, default=5, help="seconds per wrk run")
