@@ -135,4 +135,6 @@ def test_a_client_gone_mid_body_leaves_no_traceback_and_no_5xx(server):
 
 
 def test_the_startup_log_names_the_address(server):
-    assert f"listening at https://127.0.0.1:{server.port}" in server.stderr.read_text()
+    log = server.stderr.read_text()
+    assert f"listening at https://127.0.0.1:{server.port}" in log
+    assert "Listening at:  (" not in log  # gunicorn's line, empty with reuse_port, is dropped

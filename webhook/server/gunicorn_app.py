@@ -153,6 +153,14 @@ def _log_to_stderr() -> None:
     package.setLevel(logging.INFO)
 
 
+def _without_empty_listeners(record: logging.LogRecord) -> bool:
+    # With reuse_port the master binds nothing (each worker binds its own listener), so
+    # gunicorn's Arbiter.start logs "Listening at:  (PID)" with no address; `_announce` logs the
+    # address instead.
+    empty = isinstance(record.args, tuple) and record.args[:1] == ("",)
+    return not (record.msg == "Listening at: %s (%s)" and empty)
+
+
 class WebhookApplication(BaseApplication):  # type: ignore[misc]  # gunicorn has no types: base is Any
     """gunicorn configured from ``ServeSettings``: gthread workers, TLS from a reloading cache."""
 
@@ -165,6 +173,7 @@ class WebhookApplication(BaseApplication):  # type: ignore[misc]  # gunicorn has
         check_port_free(settings.host, settings.port)
         limit_malloc_arenas()
         self.metrics_dir, self._own_metrics_dir = prepare_metrics_dir()
+        logging.getLogger("gunicorn.error").addFilter(_without_empty_listeners)
         super().__init__()
 
     def load_config(self) -> None:
