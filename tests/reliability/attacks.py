@@ -29,6 +29,12 @@ import orjson
 from prometheus_client.parser import text_string_to_metric_families
 
 from tests.bench import bodies, procs
+from tests.reliability.payloads import (
+    dense_review,
+    hostile_names,
+    init_containers_pod,
+    update_review,
+)
 from tests.reliability.stalls import KINDS, Stalls
 from tests.support.server import make_certs
 
@@ -152,38 +158,6 @@ def repeated(server: procs.Server, body: bytes, concurrent: int) -> Iterator[dic
             slowest_s=round(max((t for t, _, _ in seen), default=0.0), 3),
             largest_answer_mib=round(max((n for _, _, n in seen), default=0) / 2**20, 2),
         )
-
-
-def update_review(obj: dict) -> bytes:
-    review = bodies.review(obj)
-    review["request"].update(operation="UPDATE", oldObject=obj)
-    return orjson.dumps(review)
-
-
-def init_containers_pod(count: int = 40_000) -> dict:
-    pod = bodies.seed_pod()
-    pod["spec"]["initContainers"] = [
-        {"name": f"i{n}", "image": "x", "resources": {"limits": {"aliyun.com/gpu-mem": 2}}}
-        for n in range(count)
-    ]
-    return pod
-
-
-def dense_review(size: int = 7 * 2**20 - 4096) -> bytes:
-    """A review of `size` bytes that parses into the most Python objects per byte: a pod of
-    millions of empty init containers (`{},` is 3 bytes of JSON and a 64-byte dict)."""
-    pod = bodies.seed_pod()
-    pod["spec"]["initContainers"] = []
-    base = len(bodies.body(pod))
-    pod["spec"]["initContainers"] = [{} for _ in range((size - base) // 3)]
-    return bodies.body(pod)
-
-
-def hostile_names() -> bytes:
-    review = bodies.review(bodies.seed_pod(), namespace="n" * (2 << 20))
-    review["request"]["uid"] = "u" * (2 << 20)
-    review["request"]["name"] = "p" * (2 << 20)
-    return orjson.dumps(review)
 
 
 ATTACKS: dict[str, Callable[[procs.Server], object]] = {
