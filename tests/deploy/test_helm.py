@@ -15,11 +15,10 @@ import copy
 from collections.abc import Callable
 from pathlib import Path
 
-import kubernetes_validate
 import pytest
 
 from tests.support import helm
-from tests.support.deploy import kustomize
+from tests.support.deploy import K8S_VERSIONS, kustomize, schema_errors
 from tests.support.kubectl import requires_kubectl
 from tests.support.paths import DEPLOY, REPO
 
@@ -30,7 +29,6 @@ HELM_LABELS = {
     "app.kubernetes.io/version",
     "helm.sh/chart",
 }
-CUSTOM_GROUPS = {"cert-manager.io", "monitoring.coreos.com"}  # CRDs: no schema to check against
 DIGEST = "sha256:" + "ab" * 32
 VALUE_SETS = {  # name -> helm template arguments
     "default": [],
@@ -85,18 +83,10 @@ def test_chart_renders_what_kustomize_renders(renders, values: str, target: str)
     assert chart == normalised([o for o in objects if o["kind"] != "Namespace"])
 
 
-@pytest.mark.parametrize("version", ["1.30.0", kubernetes_validate.latest_version()])
+@pytest.mark.parametrize("version", K8S_VERSIONS)
 @pytest.mark.parametrize("values", sorted(VALUE_SETS))
 def test_every_rendered_object_validates(renders, values: str, version: str) -> None:
-    errors, custom = [], set()
-    for obj in renders[values]:
-        if obj["apiVersion"].split("/")[0] in CUSTOM_GROUPS:
-            custom.add(obj["kind"])
-            continue
-        try:
-            kubernetes_validate.validate(obj, version, strict=True)
-        except kubernetes_validate.ValidationError as err:
-            errors.append(f"{obj['kind']}/{obj['metadata']['name']}: {err.message}")
+    errors, custom = schema_errors(renders[values], version)
     assert errors == []
     expected = {
         "cert-manager": {"Issuer", "Certificate"},

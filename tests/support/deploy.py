@@ -4,15 +4,18 @@
 target; `find`, `pod_template` and `only_container` pick one object, its pod template or its
 single container. `SERVE_ARGS` (the webhook container's command line), `WORKLOADS` (what the
 install runs) and `WEBHOOKS` (its two webhook configurations) are what the manifest, workload,
-image and matchConditions tests all check.
+image and matchConditions tests all check. `schema_errors` validates rendered objects (the
+kustomize tree's and the Helm chart's) against the Kubernetes schemas of `K8S_VERSIONS`.
 """
 
 from __future__ import annotations
 
 import functools
 import subprocess
+from collections.abc import Iterable
 from pathlib import Path
 
+import kubernetes_validate
 import yaml
 
 from tests.support.paths import DEPLOY
@@ -44,6 +47,28 @@ WEBHOOKS = [  # (kind, name, path, failurePolicy)
     ("MutatingWebhookConfiguration", "lwgpu-mutate", "/mutate", "Fail"),
     ("ValidatingWebhookConfiguration", "lwgpu-validate", "/validate", "Ignore"),
 ]
+
+
+# The oldest Kubernetes the install supports (matchConditions are GA in 1.30) and the newest
+# kubernetes-validate knows.
+K8S_VERSIONS = ("1.30.0", kubernetes_validate.latest_version())
+# API groups of the custom resources the installs may carry: no Kubernetes schema checks them.
+CUSTOM_GROUPS = {"cert-manager.io", "monitoring.coreos.com"}
+
+
+def schema_errors(objects: Iterable[dict], version: str) -> tuple[list[str], set[str]]:
+    """kubernetes-validate's strict errors on `objects` for Kubernetes `version`, and the
+    kinds of the custom resources it skipped."""
+    errors, custom = [], set()
+    for obj in objects:
+        if obj["apiVersion"].split("/")[0] in CUSTOM_GROUPS:
+            custom.add(obj["kind"])
+            continue
+        try:
+            kubernetes_validate.validate(obj, version, strict=True)
+        except kubernetes_validate.ValidationError as err:
+            errors.append(f"{obj['kind']}/{obj['metadata']['name']}: {err.message}")
+    return errors, custom
 
 
 def kustomize(target: Path = DEPLOY) -> list[dict]:
