@@ -69,27 +69,36 @@ class NoopApplication(WebhookApplication):
         return bare_app if self.bare else create_app()
 
 
-def main(argv: list[str] | None = None) -> None:
-    """Serve the no-op app on 127.0.0.1 until SIGTERM."""
-    parser = argparse.ArgumentParser(prog="python -m tests.bench.noop", description=__doc__)
+def loopback_parser(prog: str, description: str | None) -> argparse.ArgumentParser:
+    """The command line every bench server of this stack takes (port, certificates, sizes)."""
+    parser = argparse.ArgumentParser(prog=prog, description=description)
     parser.add_argument("--port", type=int, required=True)
     parser.add_argument("--tls-cert", type=Path, required=True)
     parser.add_argument("--tls-key", type=Path, required=True)
-    parser.add_argument("--bare", action="store_true", help="plain WSGI instead of Flask")
     parser.add_argument("--workers", type=int, default=2)
     parser.add_argument("--threads", type=int, default=8)
-    args = parser.parse_args(argv)
-    application = NoopApplication(
-        ServeSettings(
-            "127.0.0.1",
-            args.port,
-            Path(DEFAULT_POLICIES),
-            args.tls_cert,
-            args.tls_key,
-            args.workers,
-            args.threads,
-        )
+    return parser
+
+
+def loopback_settings(args: argparse.Namespace) -> ServeSettings:
+    """`webhook serve`'s settings on 127.0.0.1 from `loopback_parser`'s arguments."""
+    return ServeSettings(
+        "127.0.0.1",
+        args.port,
+        Path(DEFAULT_POLICIES),
+        args.tls_cert,
+        args.tls_key,
+        args.workers,
+        args.threads,
     )
+
+
+def main(argv: list[str] | None = None) -> None:
+    """Serve the no-op app on 127.0.0.1 until SIGTERM."""
+    parser = loopback_parser("python -m tests.bench.noop", __doc__)
+    parser.add_argument("--bare", action="store_true", help="plain WSGI instead of Flask")
+    args = parser.parse_args(argv)
+    application = NoopApplication(loopback_settings(args))
     application.bare = args.bare
     application.run()
 

@@ -19,12 +19,10 @@ cost. Bench only: nothing here is part of the product.
 
 from __future__ import annotations
 
-import argparse
 from collections.abc import Callable
-from pathlib import Path
 
-from webhook import DEFAULT_POLICIES
-from webhook.server.gunicorn_app import ServeSettings, WebhookApplication
+from tests.bench.noop import loopback_parser, loopback_settings
+from webhook.server.gunicorn_app import WebhookApplication
 
 WITHOUT = ("access-log", "metrics", "decision")
 
@@ -62,25 +60,10 @@ class PartsApplication(WebhookApplication):
 
 def main(argv: list[str] | None = None) -> None:
     """Serve on 127.0.0.1 until SIGTERM."""
-    parser = argparse.ArgumentParser(prog="python -m tests.bench.parts", description=__doc__)
+    parser = loopback_parser("python -m tests.bench.parts", __doc__)
     parser.add_argument("--without", choices=WITHOUT, required=True)
-    parser.add_argument("--port", type=int, required=True)
-    parser.add_argument("--tls-cert", type=Path, required=True)
-    parser.add_argument("--tls-key", type=Path, required=True)
-    parser.add_argument("--workers", type=int, default=2)
-    parser.add_argument("--threads", type=int, default=8)
     args = parser.parse_args(argv)
-    application = PartsApplication(
-        ServeSettings(
-            "127.0.0.1",
-            args.port,
-            Path(DEFAULT_POLICIES),
-            args.tls_cert,
-            args.tls_key,
-            args.workers,
-            args.threads,
-        )
-    )
+    application = PartsApplication(loopback_settings(args))
     application.without = args.without
     application.run()
 
