@@ -41,6 +41,11 @@ class Finding(NamedTuple):
     name: str
 
 
+def _run(args: list[str], timeout: float = 300) -> subprocess.CompletedProcess[str]:
+    """`args` run to the end, its output captured as text; the caller reads the exit code."""
+    return subprocess.run(args, capture_output=True, text=True, timeout=timeout, check=False)
+
+
 def scanner(tool: str) -> Path:
     """The scanner's executable, installed into build/tools/<tool> on first use."""
     requirement, executable = SCANNERS[tool]
@@ -50,13 +55,10 @@ def scanner(tool: str) -> Path:
     if stamp.is_file() and stamp.read_text() == requirement and binary.is_file():
         return binary
     venv.create(home, with_pip=True, clear=True)
-    done = subprocess.run(
+    done = _run(
         [str(home / "bin" / "python"), "-m", "pip", "install", "--quiet",
          "--disable-pip-version-check", requirement],
-        capture_output=True,
-        text=True,
         timeout=900,
-        check=False,
     )  # fmt: skip
     if done.returncode != 0:
         raise ScannerUnavailable(f"pip install {requirement} failed: {done.stderr.strip()[-500:]}")
@@ -66,13 +68,9 @@ def scanner(tool: str) -> Path:
 
 def checkov(path: Path) -> tuple[list[Finding], list[Finding]]:
     """checkov's (failed, skipped) checks on a manifest file, offline (--skip-download)."""
-    done = subprocess.run(
+    done = _run(
         [str(scanner("checkov")), "--skip-download", "--compact", "--output", "json",
-         "--framework", "kubernetes", "--file", str(path)],
-        capture_output=True,
-        text=True,
-        timeout=300,
-        check=False,
+         "--framework", "kubernetes", "--file", str(path)]
     )  # fmt: skip
     if done.returncode not in (0, 1):  # 1: findings
         raise RuntimeError(f"checkov failed ({done.returncode}): {done.stderr}")
@@ -100,13 +98,9 @@ _TRIVY_OBJECT = re.compile(r"(\w+) '([\w.-]+)'|in (\w+) ([\w.-]+) ")
 def trivy(path: Path, ignore: bool = True) -> list[Finding]:
     """`trivy config`'s failures on a manifest file, offline, after the ignore policy if asked."""
     policy = ["--ignore-policy", str(TRIVY_IGNORE)] if ignore else []
-    done = subprocess.run(
+    done = _run(
         [str(scanner("trivy")), "config", "--skip-check-update", "--quiet", "--format", "json",
-         *policy, str(path)],
-        capture_output=True,
-        text=True,
-        timeout=300,
-        check=False,
+         *policy, str(path)]
     )  # fmt: skip
     if done.returncode != 0:
         raise RuntimeError(f"trivy failed ({done.returncode}): {done.stderr}")
@@ -126,7 +120,7 @@ def trivy(path: Path, ignore: bool = True) -> list[Finding]:
 def summary(tool: str) -> str:
     """The installed scanner's version line."""
     args = ["--version"] if tool == "checkov" else ["--version", "--quiet"]
-    done = subprocess.run([str(scanner(tool)), *args], capture_output=True, text=True, timeout=60)
+    done = _run([str(scanner(tool)), *args], timeout=60)
     return f"{tool} {done.stdout.strip().splitlines()[0]}"
 
 
