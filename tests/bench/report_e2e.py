@@ -119,32 +119,25 @@ def _median(values: list[float]) -> float:
     return round(statistics.median(values), 2)
 
 
+def _ratio_check(target: str, ratios: list[float], met: Callable[[float], bool]) -> dict:
+    """One target row: the median of one interleaved run's ratios, their range, whether met."""
+    value = _median(ratios)
+    measured = f"{value:.2f}× ({min(ratios):.2f}–{max(ratios):.2f})"
+    return {"target": target, "measured": measured, "met": met(value)}
+
+
 def end_to_end_targets(e2e: dict) -> list[dict]:
     """Issue 19's end-to-end targets, each from ratios of one interleaved run."""
     checks = []
     for level in e2e.get("levels", []):
-        ratios = level["ratios"]
+        ratios, at = level["ratios"], f"at {level['connections']} connections"
         if "go" in ratios:
-            value = _median(ratios["go"]["rps"])
-            checks.append(
-                {
-                    "target": f"throughput ≥ {TARGET_GO_RATIO}× the Go webhook at "
-                    f"{level['connections']} connections",
-                    "measured": f"{value:.2f}× ({min(ratios['go']['rps']):.2f}–"
-                    f"{max(ratios['go']['rps']):.2f})",
-                    "met": value >= TARGET_GO_RATIO,
-                }
-            )
+            target = f"throughput ≥ {TARGET_GO_RATIO}× the Go webhook {at}"
+            checks.append(_ratio_check(target, ratios["go"]["rps"], lambda v: v >= TARGET_GO_RATIO))
         if "wsgi" in ratios:
-            value = _median(ratios["wsgi"]["cpu"])
+            target = f"worker CPU per review ≤ {TARGET_CPU_RATIO}× bare WSGI {at}"
             checks.append(
-                {
-                    "target": f"worker CPU per review ≤ {TARGET_CPU_RATIO}× bare WSGI at "
-                    f"{level['connections']} connections",
-                    "measured": f"{value:.2f}× ({min(ratios['wsgi']['cpu']):.2f}–"
-                    f"{max(ratios['wsgi']['cpu']):.2f})",
-                    "met": value <= TARGET_CPU_RATIO,
-                }
+                _ratio_check(target, ratios["wsgi"]["cpu"], lambda v: v <= TARGET_CPU_RATIO)
             )
     rate = e2e.get("rate")
     if rate and "go" in rate["ratios"]:
