@@ -172,5 +172,5 @@ def _only(term: Any) -> KubeObject:
 
 def best_fit(profiles: Iterable[Profile], memory_mib: int) -> Profile | None:
     """The smallest profile whose GPU holds `memory_mib`."""
-    fitting = [p for p in profiles if p.memory_mib >= memory_mib]
-    return min(fitting, key=lambda p: p.memory_mib) if fitting else None
+    fits = fitting(profiles, memory_mib)
+    return min(fits, key=lambda p: p.memory_mib) if fits else None

@@ -95,8 +95,7 @@ def spread(
     terms = required_terms(template_spec)
     merged = _merged(terms, groups(classes))
     if merged != terms:
-        for depth in range(1, len(_AFFINITY) + 1):
-            edit.ensure((*path, "spec", *_AFFINITY[:depth]), dict)
+        _ensure_node_affinity(edit, path)
         edit.ensure((*affinity, REQUIRED), dict)
         edit.set((*affinity, REQUIRED, "nodeSelectorTerms"), merged)
     node = edit.get(affinity)
@@ -106,8 +105,12 @@ def spread(
     ]
     if not missing:
         return
-    for depth in range(1, len(_AFFINITY) + 1):
-        edit.ensure((*path, "spec", *_AFFINITY[:depth]), dict)
+    _ensure_node_affinity(edit, path)
     edit.ensure((*affinity, PREFERRED), list)
     for preference in missing:
         edit.append((*affinity, PREFERRED), preference)
+
+
+def _ensure_node_affinity(edit: Editor, path: tuple[str, ...]) -> None:
+    for depth in range(1, len(_AFFINITY) + 1):
+        edit.ensure((*path, "spec", *_AFFINITY[:depth]), dict)
