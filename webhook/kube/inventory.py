@@ -18,7 +18,6 @@ import time
 from kubernetes import client, watch
 from kubernetes.client.exceptions import ApiException
 from urllib3 import exceptions as urllib3_exceptions
-from urllib3.exceptions import HTTPError
 
 from webhook.api.names import MEM_LABEL
 from webhook.core.nodes import profiles_from_labels
@@ -149,7 +148,7 @@ class NodeInventory:
                     version = None
                     continue
                 cause = f"API server {self._host()} answered {err.status} {err.reason}"
-            except (HTTPError, OSError) as err:
+            except (urllib3_exceptions.HTTPError, OSError) as err:
                 cause = f"cannot reach the API server {self._host()}: {failure(err)}"
             if self._stop.is_set():
                 break

@@ -14,6 +14,7 @@ import sys
 from pathlib import Path
 
 from webhook import DEFAULT_POLICIES
+from webhook.policy.files import unreadable
 
 from .limits import KEEPALIVE_SECONDS, Limits
 
@@ -159,8 +160,7 @@ def _readable(flag: str, path: Path) -> None:
         with path.open("rb"):
             pass
     except OSError as exc:
-        reason = (exc.strerror or "unreadable").lower()
-        raise UsageError(f"{flag} {path}: cannot read: {reason}") from None
+        raise UsageError(unreadable(f"{flag} {path}", exc)) from None
 
 
 def _why(exc: Exception) -> str:
