@@ -5,7 +5,7 @@ PYTHON ?= python3
 VENV ?= .venv
 PY := $(VENV)/bin/python
 
-.PHONY: run test lint typecheck fmt check helm image-test attacks-fast
+.PHONY: run test lint typecheck fmt check helm image-test attacks-fast cluster cluster-up
 
 $(VENV)/.installed: requirements.txt requirements-dev.txt
 	$(PYTHON) -m venv $(VENV)
@@ -49,3 +49,14 @@ ATTACKS_FAST := "256 x tcp only" "256 x client-hello byte" "256 x after handshak
 attacks-fast: $(VENV)/.installed
 	$(PY) -m tests.reliability.attacks $(ATTACKS_FAST) --fail-under 99 \
 		--out build/reliability-attacks-fast.json
+
+# The real Kubernetes control plane the cluster tests run against (tests/cluster/): etcd,
+# kube-apiserver, kube-controller-manager, kube-scheduler and kubectl built from the Go module
+# proxy into ~/.cache/lwgpu (LWGPU_KUBE_CACHE), about 8 minutes the first time, then cached.
+# `make cluster-up` starts one with the test fleet and lwgpu installed from this checkout, and
+# prints how to point kubectl at it.
+cluster: $(VENV)/.installed
+	$(PY) -m tools.cluster build
+
+cluster-up: cluster
+	$(PY) -m tools.cluster up

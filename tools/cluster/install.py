@@ -1,0 +1,139 @@
+"""lwgpu installed in a running control plane as `kubectl apply -k deploy/` installs it.
+
+The manifests are applied server-side unchanged. The pods that must run for the install to
+work are run by `kubelet.Kubelet` from the checkout: the certificate Job's pod (`python -m
+certs install`, as the Job's ServiceAccount, which creates the serving Secret and patches the
+`caBundle`) and the webhook Deployment's pods (`python -m webhook serve`, as the webhook's
+ServiceAccount). kube-apiserver then reaches the webhook exactly as in a cluster: through the
+`lwgpu-webhook` Service's ready endpoints, verified against the `caBundle` with the Service's
+DNS name.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from tools.cluster import processes
+from tools.cluster.controlplane import ControlPlane, ControlPlaneError
+from tools.cluster.kubelet import REPO, Kubelet, RunningPod
+
+NAMESPACE = "lwgpu-system"
+WEBHOOK_LABEL = "app.kubernetes.io/name=lwgpu-webhook"
+CERTS_LABEL = "app.kubernetes.io/name=lwgpu-certs"
+WEBHOOK_PORT = 8443
+WAIT_S = 60
+
+
+@dataclass
+class Installation:
+    """lwgpu running in the cluster: the kubelet that runs its pods and the webhook's pods."""
+
+    plane: ControlPlane
+    kubelet: Kubelet
+    webhook: list[RunningPod] = field(default_factory=list)
+
+    @property
+    def tls_ca(self) -> Path:
+        """The CA of the webhook's serving certificate, as the certificate Job wrote it."""
+        return self.webhook[0].volumes["tls"] / "ca.crt"
+
+    def stop_webhook(self) -> None:
+        """Stop every webhook process (the pods stay Ready, as right after a crash)."""
+        for pod in self.webhook:
+            self.kubelet.stop(pod.name)
+
+    def start_webhook(self) -> None:
+        """Run the webhook Deployment's bound pods again and wait until they are Ready."""
+        self.webhook = [self.kubelet.run(pod) for pod in bound_pods(self.plane, WEBHOOK_LABEL, 0)]
+        for pod in self.webhook:
+            self.kubelet.wait_ready(pod, self.tls_ca, WEBHOOK_PORT)
+
+
+def pods(plane: ControlPlane, selector: str) -> list[dict[str, Any]]:
+    """The pods of lwgpu's namespace that match a label selector."""
+    answer = plane.kubectl("get", "pods", "-n", NAMESPACE, "-l", selector, "-o", "json")
+    items: list[dict[str, Any]] = json.loads(answer.stdout)["items"]
+    return items
+
+
+def bound_pods(plane: ControlPlane, selector: str, count: int) -> list[dict[str, Any]]:
+    """Wait until at least `count` matching pods exist and are all bound to a node."""
+    deadline = time.monotonic() + WAIT_S
+    while True:
+        found = [p for p in pods(plane, selector) if not p["metadata"].get("deletionTimestamp")]
+        if len(found) >= count and all(p["spec"].get("nodeName") for p in found):
+            return found
+        if time.monotonic() > deadline:
+            raise ControlPlaneError(f"pods {selector}: {len(found)} bound of {count} wanted")
+        time.sleep(0.1)
+
+
+def render(plane: ControlPlane, path: Path = REPO / "deploy") -> str:
+    """`kubectl kustomize` of a kustomization (the default install unless told another)."""
+    return plane.kubectl("kustomize", str(path)).stdout
+
+
+def _run_certificate_job(plane: ControlPlane, kubelet: Kubelet) -> None:
+    (pod,) = bound_pods(plane, CERTS_LABEL, 1)
+    job = kubelet.run(pod)
+    if job.process.wait(WAIT_S):
+        raise ControlPlaneError(f"the certificate Job failed:\n{processes.tail(job.log)}")
+    kubelet.core.patch_namespaced_pod_status(
+        job.name, NAMESPACE, {"status": {"phase": "Succeeded"}}
+    )
+
+
+def _wait_endpoints(plane: ControlPlane, count: int) -> None:
+    deadline = time.monotonic() + WAIT_S
+    while time.monotonic() < deadline:
+        slices = json.loads(
+            plane.kubectl(
+                "get",
+                "endpointslices",
+                "-n",
+                NAMESPACE,
+                "-l",
+                "kubernetes.io/service-name=lwgpu-webhook",
+                "-o",
+                "json",
+            ).stdout
+        )["items"]
+        ready = [
+            e
+            for s in slices
+            for e in s.get("endpoints") or []
+            if e.get("conditions", {}).get("ready")
+        ]
+        if len(ready) >= count:
+            return
+        time.sleep(0.1)
+    raise ControlPlaneError(f"the lwgpu-webhook Service has fewer than {count} ready endpoints")
+
+
+@contextmanager
+def installed(
+    plane: ControlPlane, workdir: Path, manifests: str | None = None
+) -> Iterator[Installation]:
+    """Apply lwgpu's manifests (`deploy/` rendered, unless given) and run its pods."""
+    plane.kubectl("apply", "--server-side", "-f", "-", input=manifests or render(plane))
+    kubelet = Kubelet(plane, workdir)
+    try:
+        _run_certificate_job(plane, kubelet)
+        installation = Installation(plane, kubelet)
+        replicas = json.loads(
+            plane.kubectl(
+                "get", "deployment", "lwgpu-webhook", "-n", NAMESPACE, "-o", "json"
+            ).stdout
+        )["spec"]["replicas"]
+        bound_pods(plane, WEBHOOK_LABEL, replicas)
+        installation.start_webhook()
+        _wait_endpoints(plane, replicas)
+        yield installation
+    finally:
+        kubelet.close()
