@@ -12,12 +12,16 @@ DNS name.
 from __future__ import annotations
 
 import json
+import ssl
 import time
+import urllib.request
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
+
+from prometheus_client.parser import text_string_to_metric_families
 
 from tools.cluster import processes
 from tools.cluster.controlplane import ControlPlane, ControlPlaneError
@@ -27,6 +31,7 @@ NAMESPACE = "lwgpu-system"
 WEBHOOK_LABEL = "app.kubernetes.io/name=lwgpu-webhook"
 CERTS_LABEL = "app.kubernetes.io/name=lwgpu-certs"
 WEBHOOK_PORT = 8443
+POLICIES = "lwgpu-policies"
 WAIT_S = 60
 
 
@@ -42,6 +47,46 @@ class Installation:
     def tls_ca(self) -> Path:
         """The CA of the webhook's serving certificate, as the certificate Job wrote it."""
         return self.webhook[0].volumes["tls"] / "ca.crt"
+
+    def set_policies(self, files: dict[str, str]) -> None:
+        """Replace the `lwgpu-policies` ConfigMap's files and wait until every webhook worker
+        serves them, as after an admin's `kubectl apply` of a new policy: kubelet updates the
+        volume, the server's poller reloads (its `lwgpu_policy_generation` moves)."""
+        core = self.kubelet.core
+        current = core.read_namespaced_config_map(POLICIES, NAMESPACE)
+        if (current.data or {}) == files:
+            return
+        before = {pod.name: self._metric(pod, "lwgpu_policy_generation") for pod in self.webhook}
+        failed = {
+            pod.name: self._metric(pod, "lwgpu_policy_reload_failures_total")
+            for pod in self.webhook
+        }
+        current.data = files
+        core.replace_namespaced_config_map(POLICIES, NAMESPACE, current)
+        for pod in self.webhook:
+            self.kubelet.sync_volumes(pod.name)
+        deadline = time.monotonic() + WAIT_S
+        for pod in self.webhook:
+            while self._metric(pod, "lwgpu_policy_generation") <= before[pod.name]:
+                if self._metric(pod, "lwgpu_policy_reload_failures_total") > failed[pod.name]:
+                    raise ControlPlaneError(
+                        f"{pod.name} refused the policy:\n{processes.tail(pod.log)}"
+                    )
+                if time.monotonic() > deadline:
+                    raise ControlPlaneError(f"{pod.name} did not reload the policy")
+                time.sleep(0.1)
+
+    def _metric(self, pod: RunningPod, name: str) -> float:
+        context = ssl.create_default_context(cafile=str(self.tls_ca))
+        context.check_hostname = False
+        url = f"https://{pod.address}:{WEBHOOK_PORT}/metrics"
+        with urllib.request.urlopen(url, context=context, timeout=5) as answer:
+            text = answer.read().decode()
+        for family in text_string_to_metric_families(text):
+            for sample in family.samples:
+                if sample.name == name:
+                    return float(sample.value)
+        return 0.0
 
     def stop_webhook(self) -> None:
         """Stop every webhook process (the pods stay Ready, as right after a crash)."""
