@@ -18,6 +18,7 @@ from pathlib import Path
 import kubernetes_validate
 import yaml
 
+from tests.support.kubectl import KUBECTL
 from tests.support.paths import DEPLOY
 
 BASE, CERT_MANAGER = "", "overlays/cert-manager"
@@ -74,7 +75,7 @@ def schema_errors(objects: Iterable[dict], version: str) -> tuple[list[str], set
 def kustomize(target: Path = DEPLOY) -> list[dict]:
     """The objects `kubectl kustomize <target>` renders (what `kubectl apply -k` installs)."""
     out = subprocess.run(
-        ["kubectl", "kustomize", str(target)],
+        [KUBECTL or "kubectl", "kustomize", str(target)],
         check=True,
         capture_output=True,
         text=True,

@@ -1,6 +1,7 @@
-"""The real `kubectl`, where it is installed: a skip mark for tests that need it, and its
-local JSON Patch engine (`kubectl patch --local --type json`, Kubernetes' own), which shows
-that a webhook's patch applies as the apiserver would apply it.
+"""The real `kubectl`: the one built with the test control plane (tools/cluster/, the version
+of its kube-apiserver) where it is built, else the one on PATH; a skip mark for tests that need
+it, and its local JSON Patch engine (`kubectl patch --local --type json`, Kubernetes' own),
+which shows that a webhook's patch applies as the apiserver would apply it.
 """
 
 from __future__ import annotations
@@ -11,7 +12,11 @@ import subprocess
 
 import pytest
 
-KUBECTL = shutil.which("kubectl")
+from tools.cluster import binaries
+
+KUBECTL = (
+    str(binaries.path("kubectl")) if binaries.path("kubectl").is_file() else shutil.which("kubectl")
+)
 requires_kubectl = pytest.mark.skipif(KUBECTL is None, reason="kubectl is not installed")
 
 
