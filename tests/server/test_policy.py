@@ -1,7 +1,8 @@
 """Policy hot reload: the store's rules in process, then a real server edited while it runs.
 
-Policies change the two ways they do in practice: a ConfigMap volume (kubelet writes a new
-hidden directory and swaps the ``..data`` symlink) and a file edited in place.
+Policies change the two ways they do in practice: a ConfigMap volume, updated by kubelet's own
+AtomicWriter (a new hidden directory, then the ``..data`` symlink swapped; these cases skip
+where it is not built, see tests/support/volumes.py), and a file edited in place.
 """
 
 from __future__ import annotations
@@ -11,9 +12,9 @@ from pathlib import Path
 
 import pytest
 
-from tests.fakes.kubelet import ConfigMapVolume
 from tests.support.builders import admission_review, gpu_pod
 from tests.support.server import serving
+from tests.support.volumes import ConfigMapVolume
 from tests.support.waiting import wait_for
 from webhook.policy import load_policies
 from webhook.server.policy_store import PolicyStore

@@ -1,8 +1,9 @@
 """TLS of the admission server: verified names, refused protocols, certificates swapped live.
 
-The swap tests rotate the files the way Kubernetes does (kubelet's atomic ``..data``
-symlink swap of a Secret volume) and the way ``certs generate`` does (key, then
-certificate, each replaced atomically), while a client keeps sending reviews.
+The swap tests rotate the files the way Kubernetes does (kubelet's own AtomicWriter swaps the
+Secret volume's ``..data`` symlink; skipped where it is not built, see tests/support/volumes.py)
+and the way ``certs generate`` does (key, then certificate, each replaced atomically), while a
+client keeps sending reviews.
 """
 
 from __future__ import annotations
@@ -20,12 +21,12 @@ import pytest
 from cryptography import x509
 from cryptography.hazmat.primitives.serialization import Encoding
 
-from tests.fakes.kubelet import install_kubelet_style
 from tests.support.builders import admission_review, gpu_pod
 from tests.support.certs import install_file_by_file
 from tests.support.https_client import SNI, Connection, client_context
 from tests.support.paths import REPO
 from tests.support.server import make_certs, serving
+from tests.support.volumes import install_secret
 from tests.support.waiting import wait_for
 from webhook.server.connection import PLAIN_HTTP_ANSWER
 from webhook.server.tls import CertificateReloader
@@ -129,12 +130,19 @@ class ReviewLoop(threading.Thread):
                 conn.close()
 
 
-@pytest.mark.parametrize("install", [install_kubelet_style, install_file_by_file])
-def test_swapped_certificate_is_served_without_failed_requests(tmp_path, cert_sets, install):
-    first, second = cert_sets
+# How a new certificate set reaches the directory the server reads: (live, set) -> None.
+INSTALLS = {
+    "kubelet-secret-volume": install_secret,
+    # The version only names the temporary files it renames from: any will do.
+    "certs-generate": lambda live, source: install_file_by_file(live, source, source.name),
+}
+
+
+@pytest.mark.parametrize("how", list(INSTALLS))
+def test_swapped_certificate_is_served_without_failed_requests(tmp_path, cert_sets, how):
+    install, (first, second) = INSTALLS[how], cert_sets
     live = tmp_path / "live"
-    live.mkdir()
-    install(live, first, "..v1")
+    install(live, first)
     new_der = x509.load_pem_x509_certificate((second / "tls.crt").read_bytes()).public_bytes(
         Encoding.DER
     )
@@ -144,7 +152,7 @@ def test_swapped_certificate_is_served_without_failed_requests(tmp_path, cert_se
         try:
             wait_for(lambda: len(loop.results) >= 5, what="reviews with the first certificate")
             swapped_at = time.monotonic()
-            install(live, second, "..v2")
+            install(live, second)
             # Every worker has switched once 20 reviews in a row arrived with the new certificate.
             wait_for(
                 lambda: [r[2] for r in loop.results[-20:]] == [new_der] * 20,
@@ -158,15 +166,26 @@ def test_swapped_certificate_is_served_without_failed_requests(tmp_path, cert_se
     assert failures == []
     first_new = next(r[0] for r in loop.results if r[2] == new_der)
     print(
-        f"\n{install.__name__}: new certificate served {first_new - swapped_at:.3f}s after swap, "
+        f"\n{how}: new certificate served {first_new - swapped_at:.3f}s after swap, "
         f"{len(loop.results)} reviews, none failed"
     )
     assert first_new - swapped_at < 5
 
 
+def policy_loads(server) -> float:
+    """How many policy loads the server's workers counted (/metrics, all workers)."""
+    return server.metrics().get(("lwgpu_policy_reloads_total", frozenset()), 0.0)
+
+
 def test_readyz_fails_while_the_certificate_is_unreadable(tmp_path, cert_sets):
     live = shutil.copytree(cert_sets[0], tmp_path / "live")
     with serving(tmp_path, POLICY, live) as server:
+        # serving() returns once one worker answers. With reuse_port each worker opens its own
+        # listener as it boots, and gunicorn checks there that the key file exists
+        # (gunicorn/sock.py, create_sockets): a worker still booting when the key goes away
+        # fails to boot, and the master halts the server (issue 28). A worker loads the policy
+        # after opening its listener, so one load per worker means both have booted.
+        wait_for(lambda: policy_loads(server) == 2, 60, what="both workers booted")
         (live / "tls.key").rename(live / "tls.key.away")
         _, body = wait_for(lambda: (s := server.get("/readyz"))[0] == 503 and s, what="/readyz 503")
         assert "tls.key" in orjson.loads(body)["problems"][0]
