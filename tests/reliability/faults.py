@@ -10,9 +10,10 @@ every failure's error go to `bench-results/reliability-faults.json` (git-ignored
 (b) Policy file edited, then corrupted, truncated, emptied, deleted and restored: zero
     failures, and every answer comes from the last good policy. Recovery: restore -> both
     workers reloaded. The reload failures must show in /metrics.
-(c) Certificates rotated four times (two kubelet `..data` swaps, two file-by-file swaps),
-    each a new CA from `certs.generate(force=True)`: zero failed handshakes. Recovery: the
-    slowest rotation's swap -> the first handshake that presents the new certificate.
+(c) Certificates rotated four times (two `..data` swaps by kubelet's own AtomicWriter, two
+    file-by-file swaps), each a new CA from `certs.generate(force=True)`: zero failed
+    handshakes. Recovery: the slowest rotation's swap -> the first handshake that presents
+    the new certificate. Needs the built Kubernetes binaries (`make cluster`).
 (d) SIGTERM to the master while slow requests are in flight: every in-flight review ends
     with a 200. Recovery: SIGTERM -> the master exited (the drain).
 
@@ -34,7 +35,6 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-from tests.fakes.kubelet import install_kubelet_style
 from tests.reliability import procfs
 from tests.reliability.load import Load, Record
 from tests.reliability.policy_steps import POLICY, policy_steps
@@ -42,7 +42,9 @@ from tests.reliability.report import row, table
 from tests.support.certs import install_file_by_file
 from tests.support.paths import REPO
 from tests.support.server import make_certs, serving
+from tests.support.volumes import install_secret
 from tests.support.waiting import wait_for
+from tools.cluster import binaries
 
 OUT = REPO / "bench-results" / "reliability-faults.json"
 WARM_UP = 300  # requests before a fault strikes
@@ -152,7 +154,7 @@ def rotate_certificates(work: Path) -> dict:
     """(c) Swap in four new certificate sets (each with a new CA) under load."""
     sets = [make_certs(work / "sets" / f"v{i}", force=True) for i in range(1, 6)]
     live = work / "live"
-    install_kubelet_style(live, sets[0], "..v1")
+    install_secret(live, sets[0])
     cas = [s / "ca.crt" for s in sets]
     with (
         serving(work, POLICY, live, workers=2, threads=4) as server,
@@ -161,11 +163,13 @@ def rotate_certificates(work: Path) -> dict:
         load.wait_requests(WARM_UP)
         struck, recoveries = [], []
         for version, cert_set in enumerate(sets[1:], start=2):
-            install = install_kubelet_style if version <= 3 else install_file_by_file
             new = _der(cert_set)
             swapped = time.monotonic()
             struck.append(swapped)
-            install(live, cert_set, f"..v{version}")
+            if version <= 3:
+                install_secret(live, cert_set)
+            else:
+                install_file_by_file(live, cert_set, f"v{version}")
             first = wait_for(
                 lambda s=swapped, n=new: next(
                     (r for r in load.records if r.start > s and r.cert == n), None
@@ -258,6 +262,12 @@ def main(argv: list[str] | None = None) -> int:
     if unknown:
         parser.error(f"unknown fault {', '.join(sorted(unknown))}; choose from {', '.join(FAULTS)}")
     args.faults = args.faults or list(FAULTS)
+    if "rotate-certs" in args.faults and (absent := binaries.missing()):
+        # install_secret would skip as a test does; a script says so before any fault runs.
+        parser.error(
+            f"rotate-certs writes the Secret volume with kubelet's AtomicWriter, and "
+            f"{', '.join(absent)} not built; {binaries.HOW_TO_BUILD}"
+        )
     rows = []
     with tempfile.TemporaryDirectory(prefix="lwgpu-faults-") as scratch:
         for name in args.faults:
