@@ -135,10 +135,16 @@ class OwnNodes:
     """Nodes this test creates (no kubelet: API objects with labels), deleted at its end."""
 
     def __init__(self, plane) -> None:
+        self.plane = plane
+        self.names: list[str] = []
+
+    @property
+    def core(self):
+        """The admin's CoreV1Api, on fresh connections: a kept-alive one may lead to an
+        apiserver that a test restarted, and a POST on it is not retried."""
         from kubernetes import client
 
-        self.core = client.CoreV1Api(plane.api())
-        self.names: list[str] = []
+        return client.CoreV1Api(self.plane.api())
 
     def create(self, hint: str, labels: dict[str, str]) -> str:
         """A new Node with exactly `labels`; its name starts with `hint` and is unique."""
@@ -167,9 +173,10 @@ class OwnNodes:
     def close(self) -> None:
         from kubernetes.client.exceptions import ApiException
 
+        core = self.core
         for name in self.names:
             try:
-                self.core.delete_node(name)
+                core.delete_node(name)
             except ApiException as err:
                 if err.status != 404:
                     raise

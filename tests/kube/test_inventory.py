@@ -1,23 +1,48 @@
-"""Profile discovery: Nodes' GPU labels, listed and watched on the API double, become classes."""
+"""Profile discovery: Nodes' GPU labels, listed and watched on the real kube-apiserver of the
+session (tests/support/cluster.py), become classes.
 
+The fleet's Nodes are there from the start (tests/data/nodes/mixed-fleet.yaml); each test adds
+Nodes of its own, with GPU memory values no other test uses, and deletes them at its end.
+What the apiserver does to the inventory's watch when it restarts is in
+test_inventory_outage.py.
+"""
+
+import base64
+import json
 import logging
 import math
-import time
+import urllib.request
 
 import pytest
+from kubernetes import client
 
-from tests.support.builders import MEM, NAME, gpu_node
+from tests.support.builders import MEM, NAME
 from tests.support.server import free_port
 from tests.support.waiting import wait_for
 from webhook.core.nodes import profiles_from_labels
 from webhook.core.placement import best_fit
+from webhook.kube.client import api_client
 from webhook.kube.inventory import NodeInventory
 from webhook.policy import Profile
+
+LOG = "webhook.kube.inventory"
 
 
 def summary(profiles):
     """(name, MiB, selector, node labels) per profile, for comparisons."""
     return [(p.name, p.memory_mib, dict(p.node_selector), dict(p.node_labels)) for p in profiles]
+
+
+def gpu(mem: str | None = None, name: str | None = None) -> dict[str, str]:
+    """A Linux node's labels, with the GPU labels the platform (or `label-node`) sets."""
+    return (
+        {"kubernetes.io/os": "linux"} | ({MEM: mem} if mem else {}) | ({NAME: name} if name else {})
+    )
+
+
+def only(profiles, *mems: str):
+    """The summary of the classes whose nvidia_mem is one of `mems` (the test's own)."""
+    return [s for s in summary(profiles) if s[2][MEM] in mems]
 
 
 # A class whose nodes agree on nvidia_name lists it, so a pod pinning the name is understood.
@@ -49,15 +74,25 @@ def test_profiles_from_labels(labels, expected):
     assert all(isinstance(p, Profile) for p in found)
 
 
+def cluster_profiles(plane):
+    """The classes of every GPU-labelled Node the admin lists now."""
+    nodes = client.CoreV1Api(plane.api()).list_node(label_selector=MEM).items
+    return profiles_from_labels({n.metadata.name: n.metadata.labels for n in nodes})
+
+
 @pytest.fixture(name="start")
-def fixture_start(kube):
-    """Start an inventory on the double (fast backoff); stopped after the test."""
+def fixture_start(control_plane, kube_requests):
+    """Start an inventory as the admin (fast backoff), its requests recorded; stopped after
+    the test."""
     started = []
 
-    def start():
-        inventory = NodeInventory(kube.core_v1(), backoff=(0.01, 0.04), watch_timeout_s=5).start()
+    def start(core=None, synced=True, **options):
+        core = core or client.CoreV1Api(kube_requests.follow(control_plane.api()))
+        options = {"backoff": (0.01, 0.04), "watch_timeout_s": 5} | options
+        inventory = NodeInventory(core, **options).start()
         started.append(inventory)
-        assert inventory.wait_synced(10)
+        if synced:
+            assert inventory.wait_synced(60)
         return inventory
 
     yield start
@@ -65,117 +100,169 @@ def fixture_start(kube):
         inventory.stop()
 
 
-def test_discovered_classes_place_a_5gib_pod_on_7611mib(kube, start):
-    """2048MiB and 7611MiB nodes -> both classes; 5 GiB fits only the 7611MiB class."""
-    for obj in (
-        gpu_node("p4-2q", "2048MiB", "GRID-P4-2Q"),
-        gpu_node("p4", "7611MiB", "Tesla-P4"),
-        gpu_node("cpu"),
-    ):
-        kube.seed(obj)
+def test_the_first_list_sees_the_fleet_and_new_nodes(
+    control_plane, own_nodes, start, kube_requests
+):
+    """The fleet's classes and ours (2048MiB joins the fleet's GRID-P4-2Q, 7611MiB is new): a
+    5 GiB pod then fits best on 7611MiB, below the fleet's 8192MiB."""
+    own_nodes.create("p4-2q", gpu("2048MiB", "GRID-P4-2Q"))
+    own_nodes.create("p4", gpu("7611MiB", "Tesla-P4"))
+    own_nodes.create("cpu", gpu())
     inventory = start()
-    assert summary(inventory.profiles()) == [P4_2Q, TESLA_P4]
+    assert summary(inventory.profiles()) == summary(cluster_profiles(control_plane))
+    assert P4_2Q in summary(inventory.profiles()) and TESLA_P4 in summary(inventory.profiles())
     assert dict(best_fit(inventory.profiles(), 5 * 1024).node_selector) == {MEM: "7611MiB"}
-    assert 0 <= inventory.age_seconds() < 10
-    listed = [r for r in kube.requests if r.method == "GET" and "watch" not in r.query]
-    assert [r.query["labelSelector"] for r in listed] == [MEM]
+    assert 0 <= inventory.age_seconds() < 60
+    assert [r.query["labelSelector"] for r in kube_requests.lists()] == [[MEM]]
 
 
-def test_a_class_disappears_with_its_last_node(kube, start):
-    """Deleting one of two 2048MiB nodes keeps the class; deleting the last removes it."""
-    for obj in (
-        gpu_node("a", "2048MiB", "GRID-P4-2Q"),
-        gpu_node("b", "2048MiB", "GRID-P4-2Q"),
-        gpu_node("p4", "7611MiB", "Tesla-P4"),
-    ):
-        kube.seed(obj)
+def test_a_class_disappears_with_its_last_node(own_nodes, start):
+    """Deleting one of two 3072MiB nodes keeps the class; deleting the last removes it."""
+    a = own_nodes.create("a", gpu("3072MiB", "Test-3G"))
+    b = own_nodes.create("b", gpu("3072MiB", "Test-3G"))
+    c = own_nodes.create("c", gpu("6144MiB", "Test-6G"))
     inventory = start()
-    kube.delete("v1", "Node", "a")
-    kube.delete("v1", "Node", "p4")
-    # events arrive in order: once p4 is gone, a's deletion has been applied too
-    assert wait_for(lambda: summary(inventory.profiles()) == [P4_2Q])
-    kube.delete("v1", "Node", "b")
-    assert wait_for(lambda: inventory.profiles() == ())
-
-
-def test_labels_changing_on_a_live_node_are_followed(kube, start):
-    """A node gaining the labels adds its class; losing them (it leaves the selector) drops it."""
-    kube.seed(gpu_node("gpu", "2048MiB", "GRID-P4-2Q"))
-    inventory = start()
-    kube.seed(gpu_node("late", "7611MiB", "Tesla-P4"))
-    assert wait_for(lambda: summary(inventory.profiles()) == [P4_2Q, TESLA_P4])
-    kube.seed(gpu_node("gpu"))
-    assert wait_for(lambda: summary(inventory.profiles()) == [TESLA_P4])
-
-
-def test_api_down_keeps_the_last_snapshot_and_never_blocks(kube, start, caplog):
-    """Outage: profiles() answers at once with the last snapshot; the change lands on recovery."""
-    kube.seed(gpu_node("gpu", "2048MiB", "GRID-P4-2Q"))
-    inventory = start()
-    with caplog.at_level(logging.WARNING, logger="webhook.kube.inventory"):
-        kube.set_down(True)
-        kube.seed(gpu_node("p4", "7611MiB", "Tesla-P4"))
-        assert wait_for(lambda: "503" in caplog.text)
-        began = time.monotonic()
-        answers = [inventory.profiles() for _ in range(1000)]
-        assert time.monotonic() - began < 1.0  # a single API round trip per call would exceed this
-        assert all(summary(answer) == [P4_2Q] for answer in answers)
-        aged = inventory.age_seconds()
-        assert wait_for(lambda: inventory.age_seconds() > aged)
-        kube.set_down(False)
-        assert wait_for(lambda: summary(inventory.profiles()) == [P4_2Q, TESLA_P4])
-
-
-def test_expired_resource_version_relists(kube, start):
-    """A watch resumed from a compacted resourceVersion gets 410 and the inventory re-lists."""
-    kube.seed(gpu_node("gpu", "2048MiB", "GRID-P4-2Q"))
-    inventory = start()
-    kube.seed(gpu_node("cpu"))  # bumps the version without an event for this watch
-    kube.set_down(True)  # cuts the open watch
-    kube.compact()
-    kube.seed(gpu_node("p4", "7611MiB", "Tesla-P4"))
-    kube.set_down(False)
-    assert wait_for(lambda: summary(inventory.profiles()) == [P4_2Q, TESLA_P4])
-    lists = [r for r in kube.requests if r.method == "GET" and "watch" not in r.query]
-    assert len(lists) == 2
-
-
-def test_failures_back_off_exponentially(kube, start, caplog):
-    """Failed lists are retried after doubling delays, capped at the maximum; the first
-    failure is a warning, the same failure again a debug line, the recovery one info line."""
-    kube.seed(gpu_node("gpu", "2048MiB", "GRID-P4-2Q"))
-    kube.inject("GET", r"^/api/v1/nodes$", 500, times=4)
-    with caplog.at_level(logging.DEBUG, logger="webhook.kube.inventory"):
-        inventory = start()
-    failed = [r for r in caplog.records if "retrying in" in r.getMessage()]
-    assert [r.getMessage().rsplit(" ", 1)[-1] for r in failed] == [
-        "0.01s",
-        "0.02s",
-        "0.04s",
-        "0.04s",
+    assert [s[0] for s in only(inventory.profiles(), "3072MiB", "6144MiB")] == [
+        "Test-3G",
+        "Test-6G",
     ]
-    assert [r.levelname for r in caplog.records] == ["WARNING", *["DEBUG"] * 3, "INFO"]
-    assert summary(inventory.profiles()) == [P4_2Q]
+    own_nodes.delete(a)
+    own_nodes.delete(c)
+    # events arrive in order: once c is gone, a's deletion has been applied too
+    assert wait_for(
+        lambda: [s[0] for s in only(inventory.profiles(), "3072MiB", "6144MiB")] == ["Test-3G"]
+    )
+    own_nodes.delete(b)
+    assert wait_for(lambda: only(inventory.profiles(), "3072MiB", "6144MiB") == [])
 
 
-def test_a_dead_endpoint_is_one_short_warning_and_one_line_when_it_answers(kube, caplog):
+def test_labels_changing_on_a_live_node_are_followed(own_nodes, start):
+    """A node gaining the labels adds its class, a new value moves it; losing them drops it:
+    the Node leaves the watch's label selector and the apiserver sends DELETED
+    (`convertToWatchEvent` in staging/src/k8s.io/apiserver/pkg/storage/cacher/cache_watcher.go:
+    the old object passed the filter, the new one does not)."""
+    mems = ("2560MiB", "7168MiB", "7200MiB")
+    gpu_node = own_nodes.create("gpu", gpu("2560MiB", "Test-2_5G"))
+    late = own_nodes.create("late", gpu())
+    inventory = start()
+    assert [s[1] for s in only(inventory.profiles(), *mems)] == [2560]
+    own_nodes.relabel(late, {MEM: "7168MiB", NAME: "Test-7G"})
+    assert wait_for(lambda: [s[1] for s in only(inventory.profiles(), *mems)] == [2560, 7168])
+    own_nodes.relabel(late, {MEM: "7200MiB"})
+    assert wait_for(lambda: [s[1] for s in only(inventory.profiles(), *mems)] == [2560, 7200])
+    own_nodes.relabel(gpu_node, {MEM: None, NAME: None})
+    assert wait_for(lambda: [s[1] for s in only(inventory.profiles(), *mems)] == [7200])
+
+
+def etcd_post(plane, path: str, body: dict) -> dict:
+    """A call to etcd's v3 JSON gateway (the client URL kube-apiserver is given)."""
+    url = next(
+        a.split("=", 1)[1] for a in plane.argv["etcd"] if a.startswith("--listen-client-urls=")
+    )
+    request = urllib.request.Request(url + path, data=json.dumps(body).encode(), method="POST")
+    with urllib.request.urlopen(request, timeout=10) as answer:
+        return json.loads(answer.read())
+
+
+def test_etcd_compaction_does_not_expire_a_watch_the_watch_cache_serves(
+    control_plane, own_nodes, start, kube_requests, caplog
+):
+    """etcd forgets the history below the compacted revision, but kube-apiserver serves watches
+    from its watch cache, which keeps its own window of events since it listed
+    (`getAllEventsSinceLocked` in staging/src/k8s.io/apiserver/pkg/storage/cacher/
+    watch_cache.go answers 410 only below that window). The inventory re-watches from a
+    resourceVersion etcd no longer has, is answered, and never lists again."""
+    own_nodes.create("before", gpu("3584MiB", "Test-3_5G"))
+    with caplog.at_level(logging.INFO, logger=LOG):
+        inventory = start(watch_timeout_s=1)  # every second a new watch from its last version
+        # a Node outside the selector: a newer revision, no event, so the watch keeps its own
+        own_nodes.create("elsewhere", gpu())
+        key = base64.b64encode(b"/registry/nodes/").decode()
+        revision = int(etcd_post(control_plane, "/v3/kv/range", {"key": key})["header"]["revision"])
+        etcd_post(control_plane, "/v3/kv/compaction", {"revision": revision, "physical": True})
+        compacted = len(kube_requests.sent)
+
+        def rewatched_from_compacted() -> bool:
+            return any(
+                r.watch and int(r.query["resourceVersion"][0]) < revision
+                for r in kube_requests.sent[compacted:]
+            )
+
+        assert wait_for(
+            rewatched_from_compacted, timeout=60, what="a watch from below the compaction"
+        )
+        own_nodes.create("after", gpu("3840MiB", "Test-3_75G"))
+        assert wait_for(lambda: len(only(inventory.profiles(), "3584MiB", "3840MiB")) == 2)
+    assert len(kube_requests.lists()) == 1
+    assert "watch expired" not in caplog.text
+
+
+def retry_delays(records) -> list[str]:
+    """The delay each failure line announces ("... retrying in 0.05s")."""
+    return [r.getMessage().rsplit(" ", 1)[-1] for r in records if "retrying in" in r.getMessage()]
+
+
+def test_forbidden_is_retried_with_backoff_until_rbac_allows(
+    control_plane, service_accounts, start, caplog
+):
+    """As a ServiceAccount without RBAC the list is a real 403: retried after doubling delays,
+    capped; the first failure a warning, the same failure again debug lines. Once the shipped
+    lwgpu-webhook ClusterRole is bound, one info line, and the classes are there."""
+    kubeconfig = service_accounts.create("webhook")
+    core = client.CoreV1Api(api_client(str(kubeconfig)))
+    host = core.api_client.configuration.host
+    with caplog.at_level(logging.DEBUG, logger=LOG):
+        inventory = start(core, synced=False, backoff=(0.05, 0.2))
+        wait_for(lambda: len(retry_delays(caplog.records)) >= 5, timeout=60, what="five failures")
+        service_accounts.grant("webhook", "webhook.yaml", "lwgpu-webhook")
+        assert inventory.wait_synced(60)
+        wait_for(lambda: any(r.levelno == logging.INFO for r in caplog.records), timeout=60)
+    records = [r for r in caplog.records if r.name == LOG]
+    delays = retry_delays(records)
+    assert delays == [f"{min(0.05 * 2**i, 0.2):.2f}s" for i in range(len(delays))]
+    assert [r.levelname for r in records] == ["WARNING", *["DEBUG"] * (len(delays) - 1), "INFO"]
+    assert records[0].getMessage() == (
+        f"node inventory: API server {host} answered 403 Forbidden; "
+        "no nodes listed yet, retrying in 0.05s"
+    )
+    assert summary(inventory.profiles()) == summary(cluster_profiles(control_plane))
+
+
+class ComesBack(logging.Filter):
+    """Points the inventory's client at `server` when it logs its `after`-th "still" line:
+    in its own thread, between two attempts, so no attempt in flight is reported under the
+    new address."""
+
+    def __init__(self, configuration, server: str, after: int):
+        super().__init__()
+        self.configuration, self.server, self.left = configuration, server, after
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        if "still" in record.getMessage():
+            self.left -= 1
+            if self.left == 0:
+                self.configuration.host = self.server
+        return True
+
+
+def test_a_dead_endpoint_is_one_short_warning_and_one_line_when_it_answers(control_plane, caplog):
     """Connection refused, retried many times: one warning naming the address and the cause,
     debug lines for the retries, none of urllib3's "Retrying" warnings; when the API server
     answers, one info line."""
-    kube.seed(gpu_node("gpu", "2048MiB", "GRID-P4-2Q"))
-    dead = f"http://127.0.0.1:{free_port()}"  # nothing listens there
-    core = kube.core_v1()
+    dead = f"https://127.0.0.1:{free_port()}"  # nothing listens there
+    core = client.CoreV1Api(control_plane.api())
     core.api_client.configuration.host = dead
+    back = ComesBack(core.api_client.configuration, control_plane.server, after=5)
+    logging.getLogger(LOG).addFilter(back)
     inventory = NodeInventory(core, backoff=(0.01, 0.02), watch_timeout_s=5)
     with caplog.at_level(logging.DEBUG):
         inventory.start()
         try:
-            wait_for(lambda: len([r for r in caplog.records if "still" in r.getMessage()]) >= 5)
-            core.api_client.configuration.host = kube.url  # the API server is back
-            assert inventory.wait_synced(10)
-            wait_for(lambda: any(r.levelno == logging.INFO for r in caplog.records))
+            assert inventory.wait_synced(60)
+            wait_for(lambda: any(r.levelno == logging.INFO for r in caplog.records), timeout=60)
         finally:
             inventory.stop()
+            logging.getLogger(LOG).removeFilter(back)
     shown = [(r.levelname, r.getMessage()) for r in caplog.records if r.levelno >= logging.INFO]
     assert shown == [
         (
@@ -183,21 +270,22 @@ def test_a_dead_endpoint_is_one_short_warning_and_one_line_when_it_answers(kube,
             f"node inventory: cannot reach the API server {dead}: connection refused; "
             "no nodes listed yet, retrying in 0.01s",
         ),
-        ("INFO", f"node inventory: the API server {kube.url} answers again"),
+        ("INFO", f"node inventory: the API server {control_plane.server} answers again"),
     ]
     assert not [r for r in caplog.records if r.getMessage().startswith("Retrying")]
-    assert summary(inventory.profiles()) == [P4_2Q]
+    assert summary(inventory.profiles()) == summary(cluster_profiles(control_plane))
 
 
-def test_stop_ends_the_thread_with_a_watch_open(kube, start):
+def test_stop_ends_the_thread_with_a_watch_open(start, kube_requests):
     """stop() cuts the open watch and the background thread ends."""
-    inventory = start()
+    inventory = start(watch_timeout_s=300)
+    assert wait_for(lambda: any(r.watch for r in kube_requests.sent))
     assert math.isfinite(inventory.age_seconds()) and inventory.running()
     inventory.stop()
     assert not inventory.running()
 
 
-def test_age_is_infinite_before_the_first_list(kube):
+def test_age_is_infinite_before_the_first_list(control_plane):
     """Never synced: the age says so (the metric shows +Inf)."""
-    inventory = NodeInventory(kube.core_v1())
+    inventory = NodeInventory(client.CoreV1Api(control_plane.api()))
     assert inventory.age_seconds() == math.inf and inventory.profiles() == ()
