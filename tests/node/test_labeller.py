@@ -1,7 +1,14 @@
-"""`label-node`: NVML (faked at the pynvml function boundary) to node labels on the API double."""
+"""`label-node`: NVML (faked at the pynvml function boundary: there is no GPU here) to the labels
+of a real Node on the real kube-apiserver of the session (tests/support/cluster.py).
+
+The labeller acts as a ServiceAccount holding exactly the rules of the shipped lwgpu-labeller
+ClusterRole (deploy/base/labeller.yaml) and labels a Node of the test's own, as the DaemonSet's
+pod does with NODE_NAME from the downward API. Where it must not reach any API server (NVML
+failed, --dry-run), it runs with no Kubernetes configuration at all: building a client would
+fail and say so.
+"""
 
 import ctypes
-import json
 import os
 import re
 import signal
@@ -16,7 +23,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from tests.fakes.nvml import FakeNVML
-from tests.support.builders import gpu_node
+from tests.support.builders import MEM
 from tests.support.waiting import wait_for
 from webhook.kube.client import core_api
 from webhook.node import labeller
@@ -42,23 +49,29 @@ LABEL_VALUE = re.compile(r"^(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?$")
 
 
 @pytest.fixture
-def kube(kube, tmp_path, monkeypatch):
-    """The API double with a GPU node, reached through kubeconfig as the CLI would."""
-    kube.seed(gpu_node("gpu-1"))
+def no_cluster(monkeypatch, tmp_path):
+    """No in-cluster account and a KUBECONFIG that does not exist: any client build fails."""
     monkeypatch.delenv("KUBERNETES_SERVICE_HOST", raising=False)
-    monkeypatch.setenv("KUBECONFIG", kube.write_kubeconfig(tmp_path / "kubeconfig"))
+    monkeypatch.setenv("KUBECONFIG", str(tmp_path / "absent"))
     monkeypatch.setenv("NODE_NAME", "gpu-1")
-    return kube
 
 
-def labels_of(kube, name="gpu-1"):
-    """The node's labels as stored."""
-    return kube.get("v1", "Node", name)["metadata"].get("labels", {})
+@pytest.fixture
+def node(own_nodes, service_accounts, monkeypatch):
+    """A Linux Node of the test's own, and the environment of the labeller's pod on it: its
+    name in NODE_NAME, a kubeconfig of a ServiceAccount bound to the shipped role."""
+    name = own_nodes.create("gpu", {"kubernetes.io/os": "linux"})
+    kubeconfig = service_accounts.create("labeller")
+    service_accounts.grant("labeller", "labeller.yaml", "lwgpu-labeller")
+    monkeypatch.delenv("KUBERNETES_SERVICE_HOST", raising=False)
+    monkeypatch.setenv("KUBECONFIG", str(kubeconfig))
+    monkeypatch.setenv("NODE_NAME", name)
+    return name
 
 
-def methods(kube):
-    """The HTTP methods the double has seen, in order."""
-    return [request.method for request in kube.requests]
+def methods(kube_requests):
+    """The HTTP methods lwgpu's client sent, in order."""
+    return [request.method for request in kube_requests.sent]
 
 
 @pytest.mark.parametrize(
@@ -72,14 +85,15 @@ def methods(kube):
     ids=["grid-p4-2q", "tesla-p4", "four-gpus", "bytes-name"],
 )
 def test_dry_run_prints_the_seed_format_and_contacts_nothing(
-    kube, monkeypatch, capsys, gpus, expected
+    no_cluster, monkeypatch, capsys, gpus, expected
 ):
-    """--dry-run: the labels as `key=value`, no API request."""
+    """--dry-run: the labels as `key=value`, and no client built (there is no configuration
+    to build one from), so no API request."""
     FakeNVML(gpus).install(monkeypatch)
     assert labeller.main(["--dry-run"]) == 0
-    printed = dict(line.split("=", 1) for line in capsys.readouterr().out.splitlines())
-    assert printed == expected
-    assert kube.requests == []
+    printed = capsys.readouterr()
+    assert dict(line.split("=", 1) for line in printed.out.splitlines()) == expected
+    assert printed.err == ""
 
 
 @pytest.mark.parametrize(
@@ -133,20 +147,22 @@ def test_any_gpu_name_gives_a_legal_label_value(name):
         ([], {}, "no GPU"),
     ],
 )
-def test_nvml_failure_exits_2_before_any_api_call(kube, monkeypatch, capsys, gpus, fail, message):
-    """Each NVML failure: exit 2, one line naming the cause, no request, labels untouched."""
+def test_nvml_failure_exits_2_before_any_api_call(
+    no_cluster, monkeypatch, capsys, gpus, fail, message
+):
+    """Each NVML failure: exit 2, one line naming the cause (not the missing configuration: no
+    client was built), NVML shut down again."""
     nvml = FakeNVML(gpus, fail).install(monkeypatch)
     assert labeller.main(["--once"]) == 2
     lines = capsys.readouterr().err.strip().splitlines()
     assert len(lines) == 1 and message in lines[0]
-    assert kube.requests == []
-    assert labels_of(kube) == {"kubernetes.io/os": "linux"}
     assert nvml.ready is False  # NVML shut down again after a failed read
 
 
 @pytest.mark.skipif(os.path.exists("/dev/nvidiactl"), reason="this machine has an NVIDIA driver")
-def test_real_pynvml_without_a_driver_names_the_library(kube):
-    """`python -m webhook label-node` with the real pynvml and no driver: exit 2, library named."""
+def test_real_pynvml_without_a_driver_names_the_library(no_cluster):
+    """`python -m webhook label-node` with the real pynvml and no driver: exit 2, library named,
+    before any Kubernetes configuration is looked for."""
     with pytest.raises(OSError):
         ctypes.CDLL("libnvidia-ml.so.1")
     done = subprocess.run(
@@ -158,90 +174,104 @@ def test_real_pynvml_without_a_driver_names_the_library(kube):
     )
     assert done.returncode == 2
     assert "libnvidia-ml.so.1 not found" in done.stderr and done.stdout == ""
-    assert kube.requests == []
+    assert "Kubernetes configuration" not in done.stderr
 
 
-def test_patch_carries_exactly_the_three_labels_then_is_idempotent(kube, monkeypatch):
+def test_patch_carries_exactly_the_three_labels_then_is_idempotent(
+    node, own_nodes, kube_requests, monkeypatch
+):
     """First run: one merge patch with the three labels; second run: read only, no patch."""
     FakeNVML([P4_2Q]).install(monkeypatch)
     assert labeller.main([]) == 0
-    patches = [r for r in kube.requests if r.method == "PATCH"]
+    patches = [r for r in kube_requests.sent if r.method == "PATCH"]
     assert [(r.path, r.content_type) for r in patches] == [
-        ("/api/v1/nodes/gpu-1", "application/merge-patch+json")
+        (f"/api/v1/nodes/{node}", "application/merge-patch+json")
     ]
-    assert json.loads(patches[0].body) == {"metadata": {"labels": SEED_LABELS}}
-    assert labels_of(kube) == {"kubernetes.io/os": "linux", **SEED_LABELS}
-    kube.requests.clear()
+    assert patches[0].body == {"metadata": {"labels": SEED_LABELS}}
+    assert own_nodes.labels(node) == {"kubernetes.io/os": "linux", **SEED_LABELS}
+    kube_requests.sent.clear()
     assert labeller.main(["--once"]) == 0
-    assert methods(kube) == ["GET"]
+    assert methods(kube_requests) == ["GET"]
 
 
-def test_a_drifted_label_is_patched_back(kube, monkeypatch):
+def test_a_drifted_label_is_patched_back(node, own_nodes, monkeypatch):
     """Someone changed one label: the next run writes the GPU's truth again."""
     FakeNVML([TESLA_P4]).install(monkeypatch)
-    kube.seed(
-        {
-            "apiVersion": "v1",
-            "kind": "Node",
-            "metadata": {
-                "name": "gpu-1",
-                "labels": {**SEED_LABELS, "aliyun.accelerator/nvidia_mem": "2048MiB"},
-            },
-        }
-    )
-    assert labeller.main(["--node", "gpu-1"]) == 0
-    assert labels_of(kube)["aliyun.accelerator/nvidia_mem"] == "7611MiB"
-    assert labels_of(kube)["aliyun.accelerator/nvidia_name"] == "Tesla-P4"
+    own_nodes.relabel(node, {**SEED_LABELS, "aliyun.accelerator/nvidia_mem": "2048MiB"})
+    assert labeller.main(["--node", node]) == 0
+    labels = own_nodes.labels(node)
+    assert labels["aliyun.accelerator/nvidia_mem"] == "7611MiB"
+    assert labels["aliyun.accelerator/nvidia_name"] == "Tesla-P4"
 
 
 @pytest.mark.parametrize(
     "argv,env,code,message",
     [
-        (["--node", "ghost"], "gpu-1", 1, 'node "ghost" not found'),
-        ([], None, 2, "set NODE_NAME"),
+        (["--node", "ghost"], True, 1, 'node "ghost" not found'),
+        ([], False, 2, "set NODE_NAME"),
     ],
 )
-def test_missing_node_is_a_clear_error(kube, monkeypatch, capsys, argv, env, code, message):
-    """A node that does not exist, or no node name at all, fails with a message that says so."""
+def test_missing_node_is_a_clear_error(
+    node, kube_requests, monkeypatch, capsys, argv, env, code, message
+):
+    """A node that does not exist (a real 404: the shipped role may get any Node, so RBAC
+    does not answer 403 first), or no node name at all, fails with a message that says so."""
     FakeNVML([P4_2Q]).install(monkeypatch)
-    if env is None:
+    if not env:
         monkeypatch.delenv("NODE_NAME")
     assert labeller.main(argv) == code
     assert message in capsys.readouterr().err
-    assert "PATCH" not in methods(kube)
+    assert "PATCH" not in methods(kube_requests)
 
 
-def test_interval_survives_an_outage_and_recovers(kube, monkeypatch):
-    """With --interval, 503s are logged and retried; once the API is back the labels return."""
+def test_interval_survives_an_apiserver_restart_and_recovers(
+    node, own_nodes, control_plane, monkeypatch
+):
+    """With --interval, the failures while kube-apiserver is down are logged and retried; once
+    it is back, labels someone removed meanwhile are written again."""
     FakeNVML([P4_2Q]).install(monkeypatch)
     api = core_api()
     stop, result, lines = threading.Event(), [], []
     labels = {**SEED_LABELS}
     thread = threading.Thread(
-        target=lambda: result.append(labeller.run(api, "gpu-1", labels, 0.02, stop, lines.append))
+        target=lambda: result.append(labeller.run(api, node, labels, 0.2, stop, lines.append))
     )
     thread.start()
-    assert wait_for(lambda: labels_of(kube).get("aliyun.accelerator/nvidia_mem") == "2048MiB")
-    kube.set_down(True)
-    kube.seed({"apiVersion": "v1", "kind": "Node", "metadata": {"name": "gpu-1"}})  # labels wiped
-    assert wait_for(lambda: sum("503" in line for line in lines) >= 2)
-    kube.set_down(False)
-    assert wait_for(lambda: labels_of(kube) == SEED_LABELS)
-    stop.set()
-    thread.join(5)
+    try:
+        assert wait_for(lambda: own_nodes.labels(node).get(MEM) == "2048MiB", timeout=60)
+        # The stop runs aside (it may wait out the apiserver's grace period); the start is
+        # this thread's: components start with PR_SET_PDEATHSIG, which fires when the thread
+        # that started them ends.
+        stopping = threading.Thread(target=control_plane.stop, args=("kube-apiserver",))
+        stopping.start()
+        try:
+            assert wait_for(
+                lambda: sum("API server unreachable" in line for line in lines) >= 2, timeout=60
+            )
+        finally:
+            stopping.join(60)
+            control_plane.restart_apiserver()  # already stopped: starts it and awaits /readyz
+        own_nodes.relabel(node, dict.fromkeys(SEED_LABELS))
+        assert wait_for(
+            lambda: own_nodes.labels(node) == {"kubernetes.io/os": "linux", **SEED_LABELS},
+            timeout=60,
+        )
+    finally:
+        stop.set()
+        thread.join(30)
     assert result == [0]
 
 
-def test_sigterm_stops_the_interval_loop(kube, monkeypatch):
+def test_sigterm_stops_the_interval_loop(node, own_nodes, monkeypatch):
     """SIGTERM during the wait between checks ends the agent promptly with exit 0."""
     FakeNVML([P4_2Q]).install(monkeypatch)
 
-    def terminate_after_first_patch():
-        if wait_for(lambda: "PATCH" in methods(kube)):
+    def terminate_after_the_labels() -> None:
+        if wait_for(lambda: MEM in own_nodes.labels(node), timeout=60):
             os.kill(os.getpid(), signal.SIGTERM)
 
-    threading.Thread(target=terminate_after_first_patch, daemon=True).start()
+    threading.Thread(target=terminate_after_the_labels, daemon=True).start()
     started = time.monotonic()
     assert labeller.main(["--interval", "3600"]) == 0
-    assert time.monotonic() - started < 30
-    assert labels_of(kube)["aliyun.accelerator/nvidia_count"] == "1"
+    assert time.monotonic() - started < 60
+    assert own_nodes.labels(node)["aliyun.accelerator/nvidia_count"] == "1"
