@@ -95,24 +95,67 @@ def test_unit_bytes_rejects(unit):
         quantity.unit_bytes(unit)
 
 
+MIB, GIB = 1 << 20, 1 << 30
+
+
 @pytest.mark.parametrize(
-    "value, size",
+    "value, unit, size",
     [
-        ("2Gi", True),
-        ("1Ki", True),
-        ("2G", True),
-        ("500k", True),
-        ("2e3", False),  # an exponent is a plain number
-        ("2048", False),
-        (2048, False),
-        ("500m", False),  # a fraction of a count, not a size
-        ("2Gb", False),
-        ("x" * 1000 + "Gi", False),
+        ("2Gi", MIB, True),
+        ("1Ki", MIB, True),
+        ("1Ki", GIB, True),  # a binary suffix is only ever its writer's
+        ("2G", MIB, True),
+        ("2G", GIB, True),
+        ("500M", MIB, True),
+        ("3k", MIB, False),  # nvidia.com/gpumem: 3000 as the apiserver writes it
+        ("16k", GIB, False),
+        ("500k", MIB, False),
+        ("1M", MIB, False),  # 10^6 bytes, under one MiB
+        ("1G", GIB, False),  # 10^9 bytes, under one GiB
+        ("2e3", MIB, False),  # an exponent is a plain number
+        ("2048", MIB, False),
+        (2048, MIB, False),
+        ("500m", MIB, False),  # a fraction of a count, not a size
+        ("2Gb", MIB, False),
+        ("x" * 1000 + "Gi", MIB, False),
     ],
 )
-def test_is_size(value, size):
-    """A byte size is a value with a binary suffix or k, M, G, T, P, E; nothing else."""
-    assert quantity.is_size(value) is size
+def test_is_size(value, unit, size):
+    """A byte size has a binary suffix, or k, M, G, T, P, E on at least one unit's bytes: the
+    apiserver writes plain numbers with decimal suffixes (3000 arrives as 3k)."""
+    assert quantity.is_size(value, unit) is size
+
+
+@pytest.mark.parametrize(
+    "value, shown",
+    [
+        ("3k", "3000"),  # HAMI's nvidia.com/gpumem: 3000 as the webhook receives it
+        (3000, "3000"),
+        ("16k", "16000"),
+        ("500m", "0.5"),
+        ("1500m", "1.5"),
+        ("100u", "0.0001"),
+        ("2", "2"),
+        ("1e3", "1000"),
+        ("2G", "2000000000"),
+        ("-3k", "-3000"),
+        ("2Gi", "2Gi"),  # a binary size stays as written: messages say what it meant
+        ("1536Mi", "1536Mi"),
+        ("abc", "abc"),  # no quantity: as written
+        ("x" * 100, "x" * 39 + "…"),
+    ],
+)
+def test_amount(value, shown):
+    """A quantity for people: the number of units, not the apiserver's decimal suffix."""
+    assert quantity.amount(value) == shown
+
+
+def test_messages_word_amounts_in_units():
+    """A count or a size refused is named by its amount, not by the apiserver's spelling."""
+    with pytest.raises(quantity.QuantityError, match=r"^0\.5 is not a whole number of devices"):
+        quantity.count("500m")
+    with pytest.raises(quantity.QuantityError, match=r"^-3000 must be greater than zero"):
+        quantity.to_mib("-3k", MIB)
 
 
 @pytest.mark.parametrize(

@@ -6,6 +6,10 @@ Each case edits a copy of one corpus document the way a user gets it wrong (a ca
 shipped policy. The outcomes, reasons and warnings are kept together in
 `tests/golden/messages/decision.txt`, so a change of wording shows as one diff; each case
 also names the words its message must hold, which fail on their own.
+
+The `as-admitted` cases decide the document as the apiserver hands it to the webhook
+(`webhook.api.decoding.as_decoded`: `nvidia.com/gpumem: 3000` arrives as `3k`, a Pod's limits
+copied to its requests): every amount is still worded in the resource's own unit (`3000`).
 """
 
 from __future__ import annotations
@@ -23,6 +27,7 @@ from tests.support.manifests import documents
 from tests.support.paths import CORPUS
 from tests.support.policies import default_policy
 from webhook import DEFAULT_POLICIES
+from webhook.api.decoding import as_decoded
 from webhook.core.decision import Decision, decide
 from webhook.policy import Policy, load_policies
 
@@ -98,6 +103,24 @@ def limits(**values: Any) -> Callable[[dict[str, Any]], None]:
                 found[resource] = value
 
     return edit
+
+
+def requests(**values: Any) -> Callable[[dict[str, Any]], None]:
+    """An edit: the Pod's first container's requests, named as `limits` names them."""
+
+    def edit(obj: dict[str, Any]) -> None:
+        found = obj["spec"]["containers"][0]["resources"].setdefault("requests", {})
+        for key, value in values.items():
+            found[key.replace("__", ".").replace("_", "/")] = value
+
+    return edit
+
+
+def admitted(obj: dict[str, Any]) -> None:
+    """An edit: the object as the apiserver hands it to the webhook (decoded, defaulted)."""
+    decoded = as_decoded(obj)
+    obj.clear()
+    obj.update(decoded)
 
 
 SKIP = "lwgpu.io/skip"
@@ -201,6 +224,47 @@ CASES: list[tuple[str, str, Callable[[dict[str, Any]], None], Callable[[], Polic
         mixed_fleet,
         "denied",
         "(units of 1Gi), or ask nvidia.com/gpu for a full GPU node instead",
+    ),
+    (
+        "as-admitted-3000",
+        HAMI,
+        admitted,
+        default_policy,
+        "mutated",
+        "nvidia.com/gpumem=3000 (3000Mi) -> nvidia.com/gpu=1 on GRID-P4-4Q",
+    ),
+    (
+        "as-admitted-16000-too-big",
+        HAMI,
+        both(limits(nvidia__com_gpumem=16000), admitted),
+        default_policy,
+        "denied",
+        "asks nvidia.com/gpumem=16000 (16000Mi), more than the largest lightweight GPU "
+        "GRID-P4-8Q (8192Mi) of policy 'default'; ask for at most nvidia.com/gpumem: 8192",
+    ),
+    (
+        "as-admitted-16000-ignored",
+        HAMI,
+        both(limits(nvidia__com_gpumem=16000), admitted),
+        ignoring,
+        "allowed",
+        "lwgpu: nvidia.com/gpumem=16000 (16000Mi) fits no lightweight GPU; left unchanged",
+    ),
+    (
+        "as-admitted-limits-requests-differ",
+        HAMI,
+        both(requests(nvidia__com_gpumem=2000), admitted),
+        default_policy,
+        "denied",
+        "limits[nvidia.com/gpumem]=3000 and requests[nvidia.com/gpumem]=2000 differ",
+    ),
+    (
+        "as-admitted-half-a-gpu",
+        HAMI,
+        both(limits(nvidia__com_gpumem=None, nvidia__com_gpu=0.5), admitted),
+        default_policy,
+        "denied",
+        "limits[nvidia.com/gpu]: 0.5 is not a whole number of devices",
     ),
     (
         "no-such-container",

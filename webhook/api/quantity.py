@@ -1,4 +1,4 @@
-"""Kubernetes resource quantities, read strictly and converted to whole MiB.
+"""Kubernetes resource quantities: read strictly, converted to whole MiB, worded for people.
 
 Strings are held to the apiserver's own grammar (`k8s.io/apimachinery/pkg/api/resource`:
 a signed decimal number, then a binary SI suffix, a decimal SI suffix or an exponent),
@@ -7,6 +7,10 @@ The arithmetic is `kubernetes.utils.parse_quantity`'s (number × 1024^k or 1000^
 Decimal), written out here because importing `kubernetes.utils` imports the whole
 Kubernetes client: about 38 MiB of memory in every server process and 0.3 s of start-up,
 for a dozen lines.
+
+The apiserver respells a quantity before admission sees it (`nvidia.com/gpumem: 3000`
+arrives as `3k`, `webhook.api.canonical`), so messages word every amount with `amount`,
+in the resource's own unit (`3000`), whatever spelling arrives.
 """
 
 from __future__ import annotations
@@ -99,17 +103,55 @@ def to_mib(value: object, unit_bytes: int = 1) -> int:
         return -(-(value * unit_bytes) // MIB)
     number = parse(value) * unit_bytes
     if number <= 0:
-        raise QuantityError(f"{shorten(value)} must be greater than zero")
+        raise QuantityError(f"{amount(value)} must be greater than zero")
     return math.ceil(number / MIB)
 
 
-def is_size(value: object) -> bool:
-    """True for a quantity written as a byte size: a binary suffix (`2Gi`) or k, M, G, T, P, E."""
+def amount(value: object) -> str:
+    """A quantity for people: the number of units it asks (`3000`), or, for a binary size
+    (`2Gi`), as written.
+
+    The apiserver respells a plain number with a decimal suffix (`nvidia.com/gpumem: 3000`
+    reaches the webhook as `3k`, `0.5` as `500m`), which a person reads as thousands or
+    thousandths of the resource's unit. A binary suffix comes only from a size its writer gave
+    (`2048Mi` arrives as `2Gi`) and stays, so that a message can say what that size meant. A
+    value that is no quantity is shown as written (shortened).
+    """
     match = (
         _GRAMMAR.fullmatch(value) if isinstance(value, str) and len(value) <= _MAX_TEXT else None
     )
+    if match is not None and match["binary"]:
+        return shorten(value)
+    try:
+        number = parse(value)
+    except QuantityError:
+        return shorten(value)
+    text = f"{number:f}"
+    return shorten(text.rstrip("0").rstrip(".") if "." in text else text)
+
+
+def is_size(value: object, unit: int) -> bool:
+    """True for a quantity that reads as a byte size of a resource counting `unit` bytes: a
+    binary suffix (`2Gi`), or k, M, G, T, P, E on a value of at least one unit (`2G`).
+
+    A binary suffix survives decoding only where it was written. A decimal one is also how the
+    apiserver writes a plain number (`nvidia.com/gpumem: 3000` arrives as `3k`), and a size
+    below one unit is nothing anyone asks of such a resource: that is a count.
+    """
+    match = (
+        _GRAMMAR.fullmatch(value) if isinstance(value, str) and len(value) <= _MAX_TEXT else None
+    )
+    if match is None:
+        return False
+    if match["binary"] is not None:
+        return True
     # Milli, micro and nano are no sizes: 500m of a device count is only a fraction.
-    return match is not None and (match["binary"] is not None or match["decimal"] in _SIZES)
+    if match["decimal"] not in _SIZES:
+        return False
+    try:
+        return parse(value) >= unit
+    except QuantityError:  # beyond int64: at least one unit of anything
+        return True
 
 
 def unit_text(unit: int) -> str:
@@ -125,7 +167,7 @@ def count(value: object) -> int:
     """Parse a whole, non-negative device count such as `nvidia.com/gpu: "1"`."""
     number = parse(value)
     if number < 0 or number != number.to_integral_value():
-        raise QuantityError(f"{shorten(value)} is not a whole number of devices")
+        raise QuantityError(f"{amount(value)} is not a whole number of devices")
     return int(number)
 
 

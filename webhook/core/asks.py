@@ -33,8 +33,10 @@ class Ask(NamedTuple):
     sidecar: bool  # an init container with restartPolicy: Always runs beside the app
     gpus: int  # GPUs this container occupies (a memory request counts as one)
     memory_mib: int | None  # GPU memory it asks, if any
-    source: str | None  # what it asked, as written: aliyun.com/gpu-mem=2
-    # The memory resource's value as written (None for the annotation): messages about an
+    # What it asked, in the resource's own unit (`nvidia.com/gpumem=3000`, which reaches the
+    # webhook as `3k`), or the annotation as written.
+    source: str | None
+    # The memory resource's value as received (None for the annotation): messages about an
     # ask too big for any class show what a size such as `nvidia.com/gpumem: 2Gi` meant.
     value: object = None
 
@@ -48,7 +50,7 @@ class _Memory(NamedTuple):
     """GPU memory a container asks, and where it asked it."""
 
     mib: int
-    source: str  # as written: aliyun.com/gpu-mem=2
+    source: str  # see Ask.source
     value: object = None  # see Ask.value
 
 
@@ -77,8 +79,8 @@ def _value(limits: KubeObject, requests: KubeObject, resource: str, where: str) 
             same = limits[resource] == requests[resource]
         if not same:
             raise Refusal(
-                f"{where}.resources: limits[{resource}]={shorten(limits[resource])} and "
-                f"requests[{resource}]={shorten(requests[resource])} differ; "
+                f"{where}.resources: limits[{resource}]={quantity.amount(limits[resource])} and "
+                f"requests[{resource}]={quantity.amount(requests[resource])} differ; "
                 f"set the same value in both, or only in limits"
             )
     return limits[resource] if resource in limits else requests.get(resource)
@@ -232,7 +234,7 @@ def _resource_memory(
             )
         memory = _Memory(
             _resource_mib(value, unit, resource, where),
-            f"{resource}={shorten(value)}",
+            f"{resource}={quantity.amount(value)}",
             value,
         )
     return memory

@@ -5,7 +5,9 @@ Kubernetes stores an extended resource as a plain integer: `nvidia.com/gpumem: 2
 integer 2^31, which HAMi reads as that many MiB. Whoever wrote it meant 2 GiB, so the
 message says how the value was read and what to write (`nvidia.com/gpumem: 2048`). The
 decision itself is unchanged: a size that does fit (`nvidia.com/gpumem: 1Ki`, 1024 MiB) is
-what the device plugin would give the pod, and is rewritten as such.
+what the device plugin would give the pod, and is rewritten as such. The apiserver spells a
+plain number with a decimal suffix (`nvidia.com/gpumem: 16000` arrives as `16k`), so only a
+decimal suffix on at least one unit's bytes reads as a size (`quantity.is_size`).
 """
 
 from __future__ import annotations
@@ -29,10 +31,10 @@ def _unit(ask: Ask, policy: Policy) -> tuple[str, int | None]:
 def size_fix(ask: Ask, policy: Policy) -> str | None:
     """How to write the ask's value meant as a byte size, when its resource counts larger units."""
     resource, unit = _unit(ask, policy)
-    if unit is None or unit == 1 or not quantity.is_size(ask.value):
+    if unit is None or unit == 1 or not quantity.is_size(ask.value, unit):
         return None
     written = shorten(ask.value)
-    size = quantity.parse(ask.value)  # is_size: the grammar matched, and it is bounded
+    size = quantity.parse(ask.value)  # the ask's MiB were read from it: it parses
     if size % unit == 0:
         return f"for {written} write {resource}: {size // unit}"
     if policy.annotation is not None:
