@@ -20,6 +20,7 @@ from tests.support.golden import check_golden
 from tests.support.paths import EXAMPLES, GOLDEN, REPO
 from tests.support.policies import default_policies, default_policy
 from webhook.admission import review
+from webhook.api.decoding import as_decoded
 from webhook.cli import main
 from webhook.core.decision import decide
 
@@ -31,6 +32,17 @@ TWO_GPUS = pod(
     node_selector={"aliyun.accelerator/nvidia_mem": "2048MiB"},
 )
 HAMI = pod(container(limits={"nvidia.com/gpumem": 3000}), name="hami")
+# HAMI as the apiserver stores it: it reached the webhook as `3k`, in limits and (defaulted)
+# requests; the webhook rewrote both.
+HAMI_STORED = pod(
+    container(limits={"nvidia.com/gpu": "1"}, requests={"nvidia.com/gpu": "1"}),
+    name="hami",
+    annotations={
+        "lwgpu.io/profile": "GRID-P4-4Q",
+        "lwgpu.io/rewritten-from": "nvidia.com/gpumem=3000",
+    },
+    nodeSelector={"aliyun.accelerator/nvidia_mem": "4096MiB"},
+)
 CRONJOB = workload("batch/v1", "CronJob", pod(), name="nightly")
 UID = "b9a1c0de-0000-4000-8000-000000000001"
 
@@ -121,8 +133,8 @@ def test_standard_input(argv):
     """Nothing or `-` reads standard input; the rewritten manifest is printed as YAML."""
     code, out, err = run_cli(*argv, stdin=dump_all(HAMI))
     assert code == 0
-    assert yaml.safe_load(out) == decide(HAMI, default_policy()).obj
-    assert "Warning: Pod/default/hami: lwgpu: nvidia.com/gpumem=3000" in err
+    assert yaml.safe_load(out) == HAMI_STORED
+    assert "Warning: Pod/default/hami: lwgpu: nvidia.com/gpumem=3000 (3000Mi)" in err
 
 
 def test_yaml_output_prints_allowed_objects_and_marks_denied_ones():
@@ -133,7 +145,8 @@ def test_yaml_output_prints_allowed_objects_and_marks_denied_ones():
     )
     assert code == 1
     assert [d for d in yaml.safe_load_all(out) if d is not None] == [
-        decide(o, default_policy()).obj for o in (HAMI, CRONJOB)
+        HAMI_STORED,
+        decide(CRONJOB, default_policy()).obj,
     ]
     assert "# lwgpu: denied, not admitted: <stdin>#1 Pod/default/two-gpus: spec:" in out
     assert "Denied: <stdin>#1 Pod/default/two-gpus: spec: the pod needs 2 GPUs" in err
@@ -217,8 +230,9 @@ def test_patch_output_has_one_line_per_object():
     code, out, _ = run_cli("review", "-", "--output", "patch", stdin=dump_all(*objects))
     assert code == 1
     lines = [json.loads(line) for line in out.splitlines()]
+    # The patch the webhook answers for the object the apiserver hands it.
     assert [line["patch"] for line in lines] == [
-        list(decide(o, default_policy()).patch) for o in objects
+        list(decide(as_decoded(o), default_policy()).patch) for o in objects
     ]
     assert [(line["where"], line["ref"], line["outcome"]) for line in lines] == [
         ("<stdin>#0", "Pod/default/hami", "mutated"),

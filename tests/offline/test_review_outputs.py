@@ -24,6 +24,7 @@ from tests.support.golden import check_golden
 from tests.support.kubectl import KUBECTL, requires_kubectl
 from tests.support.manifests import corpus_files, documents
 from tests.support.paths import EXAMPLES, GOLDEN
+from webhook.api.decoding import as_decoded
 from webhook.offline.yaml_output import dump_manifest
 
 TWO_GPUS = pod(
@@ -106,8 +107,9 @@ def corpus_outputs(fmt: str) -> str:
 
 @pytest.mark.skipif(PATCH is None, reason="patch(1) is not installed")
 def test_diff_applied_with_patch_reproduces_yaml(tmp_path):
-    """For every rewritten corpus object, `patch` applies its `-o diff` to the object as given
-    (written as `-o yaml` writes objects) and yields exactly its `-o yaml` document."""
+    """For every rewritten corpus object, `patch` applies its `-o diff` to the object as the
+    apiserver hands it to the webhook (decoded, written as `-o yaml` writes objects) and yields
+    exactly its `-o yaml` document."""
     files = corpus_files()
     verdicts = json.loads(run_cli("review", *map(str, files), "-o", "json")[1])
     shown = corpus_outputs("yaml").split("\n---\n")
@@ -118,7 +120,7 @@ def test_diff_applied_with_patch_reproduces_yaml(tmp_path):
     for (index, verdict), diff in zip(mutated, diffs, strict=True):
         where = verdict["where"]
         before = tmp_path / "before.yaml"
-        before.write_text(dump_manifest(sources[where]), encoding="utf-8")
+        before.write_text(dump_manifest(as_decoded(sources[where])), encoding="utf-8")
         done = subprocess.run(
             [PATCH, "-s", "-o", str(tmp_path / "after.yaml"), str(before)],
             input="diff -u -N " + re.split("^# lwgpu: denied", diff, flags=re.MULTILINE)[0],

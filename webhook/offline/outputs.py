@@ -1,8 +1,10 @@
 """What `webhook review` prints: notices on stderr, then one printer per `--output` format.
 
 Each result is a dict `review` builds per document: where it was found (`file#index`),
-`ref` (Kind/namespace/name), the verdict, the object as given (`source`) and as admitted
-(`object`), the JSON Patch between them and, for an AdmissionReview, the server's `review`.
+`ref` (Kind/namespace/name), the verdict, the object as the webhook gets it (`source`: a
+manifest as the apiserver decodes it, an AdmissionReview's request.object) and as the
+apiserver stores it (`object`), the webhook's JSON Patch and, for an AdmissionReview, the
+server's `review`.
 """
 
 from __future__ import annotations
@@ -105,8 +107,10 @@ def diff_name(obj: Any, namespace: str) -> str:
 
 
 def manifest_diff(result: dict[str, Any]) -> str:
-    """The unified diff from the object as given to the object as admitted, as `kubectl diff`
-    prints it (`diff -u -N LIVE/... MERGED/...`); both sides through `dump_manifest`."""
+    """The unified diff from the object as the webhook gets it to the object as stored, as
+    `kubectl diff` prints it (`diff -u -N LIVE/... MERGED/...`): like kubectl's, both sides are
+    the apiserver's decoding, so it shows what lwgpu changed and not how the apiserver spells
+    quantities. Both sides go through `dump_manifest`."""
     name = diff_name(result["object"], result["namespace"])
     before, after = f"LIVE/{name}", f"MERGED/{name}"
     lines = difflib.unified_diff(

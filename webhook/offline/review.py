@@ -18,8 +18,9 @@ from typing import Any
 from webhook import DEFAULT_POLICIES
 from webhook.admission import KIND as REVIEW_KIND
 from webhook.admission import BadReview, review
+from webhook.api.decoding import as_decoded
 from webhook.api.workload import dig, group_of, template_path
-from webhook.core.decision import decide
+from webhook.core.decision import Decision, decide
 from webhook.policy import PolicyError, PolicySet, load_policies
 
 from .cluster import Nodes, policy_findings, read_nodes, unplaceable
@@ -33,7 +34,9 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         "review",
         help="dry-run the decision on manifests or AdmissionReviews",
         description="Review manifests (YAML/JSON, multi-document, kind: List) or AdmissionReviews "
-        "offline with the same decision the server makes.",
+        "offline with the same decision the server makes. A manifest is reviewed as the "
+        "apiserver hands it to the webhook: quantities in canonical form (3000 is 3k, 2048Mi is "
+        "2Gi) and, in a Pod, each limit without a request copied to requests.",
     )
     parser.add_argument(
         "paths",
@@ -92,7 +95,7 @@ def _review_one(doc: Document, policies: PolicySet, default_ns: str) -> dict[str
             "allowed": answer["allowed"],
             "outcome": result.decision,
             "source": body.get("request", {}).get("object"),
-            "object": result.decided.obj,
+            "object": _stored(result.decided),
             "patch": patch,
             "reason": result.decided.reason,
             "warnings": answer.get("warnings", []),
@@ -106,14 +109,16 @@ def _review_one(doc: Document, policies: PolicySet, default_ns: str) -> dict[str
     raw_metadata = body.get("metadata")
     metadata = raw_metadata if isinstance(raw_metadata, dict) else {}
     namespace = metadata.get("namespace") or default_ns
-    decision = decide(body, policies.for_namespace(str(namespace)))
+    # What the server would get for this manifest: the apiserver decodes and defaults it first.
+    source = as_decoded(body)
+    decision = decide(source, policies.for_namespace(str(namespace)))
     name = metadata.get("name") or metadata.get("generateName") or ""
     return {
         "where": doc.where,
         "allowed": decision.allowed,
         "outcome": decision.outcome,
-        "source": body,
-        "object": decision.obj,
+        "source": source,
+        "object": _stored(decision),
         "patch": list(decision.patch),
         "reason": decision.reason,
         "warnings": list(decision.warnings),
@@ -122,6 +127,12 @@ def _review_one(doc: Document, policies: PolicySet, default_ns: str) -> dict[str
         "ref": _ref(body.get("kind"), namespace, name),
         "namespace": str(namespace),
     }
+
+
+def _stored(decision: Decision) -> Any:
+    """The object the apiserver stores: a patched one is decoded and defaulted again
+    (k8s.io/apiserver, mutating/dispatcher.go, `callAttrMutatingHook`)."""
+    return as_decoded(decision.obj) if decision.outcome == "mutated" else decision.obj
 
 
 def _governing(policies: PolicySet, namespace: str) -> str | None:
