@@ -1,0 +1,614 @@
+"""Workloads over their life, through the install, on the real control plane: kube-apiserver
+calling lwgpu's webhook pods through their Service, kube-controller-manager's Deployment,
+ReplicaSet, StatefulSet, Job and garbage-collector controllers, kube-scheduler binding pods to
+the mixed fleet, and the built kubectl sending what users send.
+
+The Deployments, StatefulSets, Jobs and CronJobs of tests/cluster/lifecycle_cases.py are created
+BEFORE the install, once for the module: lwgpu's two webhook configurations are deleted, the
+workloads applied (client-side or server-side), their controllers make their ReplicaSets and
+pods unreviewed, and the saved configurations are created again, which is what installing
+lwgpu after them is. Then each case runs what users and controllers do next and checks: the
+last step's outcome (lwgpu's warning, none, or the apiserver's refusal), that lwgpu refused
+nothing (its own metrics), that no controller met an error (Warning events), no ReplicaSet
+churn, the stored template's class, and that the pods created after the install carry the
+class the decision chose (nodeSelector and `lwgpu.io/profile`, nothing stale) and are bound by
+kube-scheduler to a node of that class, or stay Pending for want of an `nvidia.com/gpu` there.
+
+A second mutating webhook, served from this process and named to sort after lwgpu-mutate
+(staging/src/k8s.io/apiserver/pkg/admission/configuration/mutating_webhook_manager.go sorts
+configurations `ByName`), adds `nvidia.com/gpumem: 4096` to containers asking
+`nvidia.com/gpu`, as HAMi's defaulting does; the apiserver then calls lwgpu again
+(`reinvocationPolicy: IfNeeded`, apiserver/pkg/admission/plugin/webhook/mutating/dispatcher.go).
+"""
+
+from __future__ import annotations
+
+import base64
+import contextlib
+import json
+import os
+import re
+import ssl
+import subprocess
+import threading
+import urllib.request
+from collections import Counter
+from collections.abc import Iterator
+from dataclasses import dataclass
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+
+import pytest
+from kubernetes import client
+from kubernetes.client.exceptions import ApiException
+from prometheus_client.parser import text_string_to_metric_families
+
+from tests.cluster.lifecycle_cases import (
+    CASES,
+    KINDS,
+    NAME,
+    NEW_IMAGE,
+    RUN,
+    SECOND,
+    SET_IMAGE,
+    Case,
+    Step,
+    manifest,
+    template_of,
+)
+from tests.support.builders import gpu_mem, pod
+from tests.support.cluster import Namespace
+from tests.support.waiting import wait_for
+from tools.cluster import pki
+from tools.cluster.controlplane import ControlPlane
+from tools.cluster.install import WEBHOOK_PORT, Installation
+
+MEM, GPU, PROFILE = "aliyun.accelerator/nvidia_mem", "nvidia.com/gpu", "lwgpu.io/profile"
+ASKS = ("aliyun.com/gpu-mem", "nvidia.com/gpumem")  # what a rewritten pod no longer asks
+CLASSES = {1: "1024MiB", 2: "2048MiB", 4: "4096MiB", 8: "8192MiB"}
+GIB = {selector: gib for gib, selector in CLASSES.items()}
+CONFIGS = (
+    "mutatingwebhookconfiguration/lwgpu-mutate",
+    "validatingwebhookconfiguration/lwgpu-validate",
+)
+WAIT_S = 60
+# Warning events that are no controller's error: a Pending pod (the scheduler), and a Job the
+# CronJob controller did not schedule itself (`kubectl create job --from`;
+# pkg/controller/cronjob/cronjob_controllerv2.go `syncCronJob`).
+EXPECTED_WARNINGS = ("FailedScheduling", "UnexpectedJob")
+TAG = "lwgpu-test/lifecycle"
+
+
+def read(plane: ControlPlane, path: str) -> dict | None:
+    """GET an API path as JSON; None when it is not found."""
+    status, body = plane.get(path)
+    if status == 404:
+        return None
+    assert status == 200, (path, body[:500])
+    return json.loads(body)
+
+
+def workload_path(kind: str, namespace: str, name: str = NAME) -> str:
+    return f"/apis/{KINDS[kind][0]}/namespaces/{namespace}/{kind.lower()}s/{name}"
+
+
+def pods_of(plane: ControlPlane, namespace: str, selector: str = "") -> list[dict]:
+    query = f"?labelSelector={selector}" if selector else ""
+    return read(plane, f"/api/v1/namespaces/{namespace}/pods{query}")["items"]
+
+
+def class_of(plane: ControlPlane, namespace: str, obj: dict) -> str | None:
+    """The class selector the apiserver gives `obj` now, by a server-side dry run through the
+    webhooks (None: left asking GPU memory)."""
+    args = ("-n", namespace, "create", "--dry-run=server", "-o", "json", "-f", "-")
+    stored = json.loads(plane.kubectl(*args, input=json.dumps(obj)).stdout)
+    return (stored["spec"].get("nodeSelector") or {}).get(MEM)
+
+
+# The install, after the workloads ---------------------------------------------------------
+
+
+@contextlib.contextmanager
+def uninstalled(plane: ControlPlane, namespace: str) -> Iterator[None]:
+    """lwgpu's webhook configurations deleted for the block, then created again as they were:
+    caBundle included, and their field owners (kubectl's server-side apply, the certificate
+    Job's patch), which a create replaces with its own and a patch of managedFields restores,
+    so a later `kubectl apply --server-side` of deploy/ meets the same object. The apiserver
+    sees configurations through an informer: each change is awaited by a dry run that lwgpu
+    rewrites or not."""
+    probe = pod(gpu_mem(2))
+    saved = {
+        c: json.loads(plane.kubectl("get", c, "-o", "json", "--show-managed-fields").stdout)
+        for c in CONFIGS
+    }
+    plane.kubectl("delete", *CONFIGS)
+    try:
+        wait_for(
+            lambda: class_of(plane, namespace, probe) is None,
+            WAIT_S,
+            what="the apiserver to stop calling lwgpu",
+        )
+        yield
+    finally:
+        for config, obj in saved.items():
+            meta = obj["metadata"]
+            for key in ("resourceVersion", "uid", "creationTimestamp", "generation"):
+                meta.pop(key, None)
+            plane.kubectl("create", "-f", "-", input=json.dumps(obj))
+            owners = {"metadata": {"managedFields": meta["managedFields"]}}
+            plane.kubectl("patch", config, "--type=merge", "-p", json.dumps(owners))
+        wait_for(
+            lambda: class_of(plane, namespace, probe) == CLASSES[2],
+            WAIT_S,
+            what="the apiserver to call lwgpu again",
+        )
+
+
+@dataclass
+class Before:
+    """What the install found: each case's namespace, its workload as stored, and the pods its
+    controller had made (by uid)."""
+
+    namespaces: dict[str, str]
+    stored: dict[str, dict]
+    pods: dict[str, dict[str, dict]]
+
+
+NAMESPACE = {"apiVersion": "v1", "kind": "Namespace"}
+
+
+def as_list(items: list[dict]) -> str:
+    return json.dumps({"apiVersion": "v1", "kind": "List", "items": items})
+
+
+def children_made(plane: ControlPlane, namespaces: dict[str, str]) -> bool:
+    """Every workload's controller made its first pod (a suspended CronJob makes none)."""
+    made = Counter(p["metadata"]["namespace"] for p in read(plane, "/api/v1/pods")["items"])
+    return all(made[ns] >= (CASES[c].kind != "CronJob") for c, ns in namespaces.items())
+
+
+@pytest.fixture(scope="module")
+def before(control_plane: ControlPlane, lwgpu: Installation) -> Iterator[Before]:
+    """Every case's workload created before the install, in a namespace of its own."""
+    plane, tag = control_plane, f"life-{os.getpid()}"
+    names = {case: f"{tag}-{i}" for i, case in enumerate(CASES)}
+    labelled = [{"metadata": {"name": n, "labels": {TAG: tag}}} for n in names.values()]
+    plane.kubectl("create", "-f", "-", input=as_list([{**NAMESPACE, **n} for n in labelled]))
+    try:
+        early = {c: n for c, n in names.items() if CASES[c].created != "after"}
+        files = {
+            how: [
+                manifest(CASES[c].kind, n, second=CASES[c].second, finalizer=CASES[c].finalizer)
+                for c, n in early.items()
+                if CASES[c].created == how
+            ]
+            for how in ("apply", "apply --server-side")
+        }
+        with uninstalled(plane, next(iter(names.values()))):
+            plane.kubectl("apply", "-f", "-", input=as_list(files["apply"]))
+            plane.kubectl(
+                "apply", "--server-side", "-f", "-", input=as_list(files["apply --server-side"])
+            )
+            wait_for(lambda: children_made(plane, early), WAIT_S, what="the pre-install pods")
+            stored = {c: read(plane, workload_path(CASES[c].kind, n)) for c, n in early.items()}
+            pods = {
+                c: {p["metadata"]["uid"]: p for p in pods_of(plane, n)} for c, n in early.items()
+            }
+        yield Before(names, stored, pods)
+    finally:
+        plane.kubectl("delete", "namespace", "-l", f"{TAG}={tag}", "--wait=false")
+
+
+def remove(namespace: Namespace) -> None:
+    """As the shared `namespace` fixture ends: the namespace deleted, its pods at once."""
+    plane = namespace.plane
+    plane.kubectl("delete", "namespace", namespace.name, "--wait=false")
+    plane.kubectl(
+        "delete", "pods", "--all", "-n", namespace.name, "--force", "--grace-period=0", check=False
+    )
+
+
+# The second webhook ---------------------------------------------------------------------
+
+
+def gpumem_patch(obj: dict) -> list[dict]:
+    """HAMi-style defaulting: `nvidia.com/gpumem: 4096` in every container that asks
+    `nvidia.com/gpu` without it (a Pod, or a Deployment's template)."""
+    base = "/spec" if obj["kind"] == "Pod" else "/spec/template/spec"
+    spec = obj["spec"] if obj["kind"] == "Pod" else obj["spec"]["template"]["spec"]
+    patch = []
+    for i, container in enumerate(spec.get("containers") or []):
+        limits = (container.get("resources") or {}).get("limits") or {}
+        if GPU in limits and "nvidia.com/gpumem" not in limits:
+            path = f"{base}/containers/{i}/resources/limits/nvidia.com~1gpumem"
+            patch.append({"op": "add", "path": path, "value": "4096"})
+    return patch
+
+
+SECOND_CONFIG = """\
+apiVersion: admissionregistration.k8s.io/v1
+kind: MutatingWebhookConfiguration
+metadata: {{name: {name}}}
+webhooks:
+- name: gpumem.lifecycle.lwgpu.test
+  admissionReviewVersions: [v1]
+  sideEffects: None
+  failurePolicy: Fail
+  timeoutSeconds: 5
+  clientConfig: {{url: "https://127.0.0.1:{port}/mutate", caBundle: {ca}}}
+  rules:
+  - {{apiGroups: [apps], apiVersions: [v1], resources: [deployments], operations: [CREATE, UPDATE]}}
+  - {{apiGroups: [""], apiVersions: [v1], resources: [pods], operations: [CREATE]}}
+  namespaceSelector: {{matchLabels: {{kubernetes.io/metadata.name: {namespace}}}}}
+  objectSelector: {{matchLabels: {label}}}
+"""
+
+
+class SecondWebhook:
+    """A mutating webhook of another GPU system, served over TLS on 127.0.0.1 from a thread of
+    this process; `calls` records (operation, kind, patched) of each review it answered."""
+
+    def __init__(self, directory: Path) -> None:
+        authority = pki.Authority(directory)
+        cert, key = authority.issue("second-webhook", "127.0.0.1", ips=("127.0.0.1",))
+        self.ca_bundle = base64.b64encode(authority.cert_path.read_bytes()).decode()
+        self.calls: list[tuple[str, str, bool]] = []
+        owner = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def do_POST(self) -> None:
+                request = json.loads(self.rfile.read(int(self.headers["Content-Length"])))[
+                    "request"
+                ]
+                patch = gpumem_patch(request["object"])
+                owner.calls.append((request["operation"], request["kind"]["kind"], bool(patch)))
+                response = {"uid": request["uid"], "allowed": True}
+                if patch:
+                    encoded = base64.b64encode(json.dumps(patch).encode()).decode()
+                    response.update(patchType="JSONPatch", patch=encoded)
+                review = {
+                    "apiVersion": "admission.k8s.io/v1",
+                    "kind": "AdmissionReview",
+                    "response": response,
+                }
+                body = json.dumps(review).encode()
+                self.send_response(200)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(len(body)))
+                self.end_headers()
+                self.wfile.write(body)
+
+            def log_message(self, *args: object) -> None:  # the test's output stays quiet
+                pass
+
+        context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+        context.load_cert_chain(cert, key)
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.server.socket = context.wrap_socket(self.server.socket, server_side=True)
+        self.port = self.server.server_address[1]
+        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
+        self.thread.start()
+
+    def close(self) -> None:
+        self.server.shutdown()
+        self.server.server_close()
+
+    @contextlib.contextmanager
+    def registered(self, namespace: Namespace) -> Iterator[None]:
+        """Registered for Deployments and Pods of `namespace` that carry the SECOND label,
+        until the block ends; awaited by a dry run it changes."""
+        plane, name = namespace.plane, f"zz-second-{namespace.name}"
+        config = SECOND_CONFIG.format(
+            name=name,
+            port=self.port,
+            ca=self.ca_bundle,
+            namespace=namespace.name,
+            label=json.dumps(SECOND),
+        )
+        plane.kubectl("create", "-f", "-", input=config)
+        try:
+            probe = pod(gpu_mem(2))
+            probe["metadata"]["labels"] = dict(SECOND)
+            wait_for(
+                lambda: class_of(plane, namespace.name, probe) == CLASSES[4],
+                WAIT_S,
+                what="the apiserver to call the second webhook",
+            )
+            self.calls.clear()
+            yield
+        finally:
+            plane.kubectl("delete", "mutatingwebhookconfiguration", name)
+
+
+@pytest.fixture(scope="module")
+def second_webhook(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SecondWebhook]:
+    webhook = SecondWebhook(tmp_path_factory.mktemp("second-webhook"))
+    yield webhook
+    webhook.close()
+
+
+# What lwgpu and the controllers did -------------------------------------------------------
+
+
+def reviews(installation: Installation) -> Counter:
+    """lwgpu's reviews by (endpoint, decision), and its HTTP errors as (endpoint, "error"),
+    summed over the webhook pods' /metrics."""
+    context = ssl.create_default_context(cafile=str(installation.tls_ca))
+    context.check_hostname = False
+    total: Counter = Counter()
+    for running in installation.webhook:
+        url = f"https://{running.address}:{WEBHOOK_PORT}/metrics"
+        with urllib.request.urlopen(url, context=context, timeout=5) as answer:
+            text = answer.read().decode()
+        for family in text_string_to_metric_families(text):
+            for sample in family.samples:
+                if sample.name == "lwgpu_admission_reviews_total":
+                    total[sample.labels["endpoint"], sample.labels["decision"]] += sample.value
+                elif sample.name == "lwgpu_admission_request_errors_total":
+                    total[sample.labels["endpoint"], "error"] += sample.value
+    return total
+
+
+def confirm_terminations(plane: ControlPlane, namespace: str) -> None:
+    """The kubelet's last step for pods being deleted: once their containers stopped it
+    deletes them with grace period 0 and their uid as precondition
+    (pkg/kubelet/status/status_manager.go `syncPod`). Without it a bound pod stays
+    Terminating and a StatefulSet never replaces it."""
+    for found in pods_of(plane, namespace):
+        meta = found["metadata"]
+        if meta.get("deletionTimestamp"):
+            options = client.V1DeleteOptions(
+                grace_period_seconds=0, preconditions=client.V1Preconditions(uid=meta["uid"])
+            )
+            with contextlib.suppress(ApiException):  # already gone, or replaced meanwhile
+                client.CoreV1Api(plane.api()).delete_namespaced_pod(
+                    meta["name"], namespace, body=options
+                )
+
+
+def revision(rs: dict) -> int:
+    return int(rs["metadata"]["annotations"]["deployment.kubernetes.io/revision"])
+
+
+def newest_replica_set(plane: ControlPlane, namespace: str) -> dict | None:
+    sets = read(plane, f"/apis/apps/v1/namespaces/{namespace}/replicasets")["items"]
+    return max(sets, key=revision, default=None)
+
+
+def caught_up(obj: dict) -> bool:
+    return obj["status"].get("observedGeneration") == obj["metadata"]["generation"]
+
+
+def settled(case: Case, plane: ControlPlane, namespace: str) -> bool:
+    """The case's controllers did what its last change asks (see lifecycle_cases.py for what
+    they do without ready pods)."""
+    confirm_terminations(plane, namespace)
+    obj = read(plane, workload_path(case.kind, namespace))
+    if case.kind == "Deployment":
+        if obj and not (
+            caught_up(obj) and obj["status"].get("updatedReplicas") == obj["spec"]["replicas"]
+        ):
+            return False
+        rs = newest_replica_set(plane, namespace)
+        if obj is None and case.pods == ():
+            return rs is None
+        return (
+            bool(rs) and caught_up(rs) and rs["status"].get("replicas", 0) == rs["spec"]["replicas"]
+        )
+    if case.kind == "StatefulSet":
+        status = obj["status"]
+        return (
+            caught_up(obj)
+            and status.get("replicas") == status.get("updatedReplicas") == obj["spec"]["replicas"]
+        )
+    if case.kind == "Job":
+        return obj is None or obj["status"].get("active") == obj["spec"]["parallelism"]
+    if RUN in case.steps:
+        run = read(plane, f"/apis/batch/v1/namespaces/{namespace}/jobs/gpu-run")
+        return bool(run) and run["status"].get("active") == 1
+    return True
+
+
+def current_pods(case: Case, plane: ControlPlane, namespace: str, obj: dict | None) -> list[dict]:
+    """The pods of the workload's current revision: the newest ReplicaSet's, the StatefulSet's
+    update revision's, the Job's, or the CronJob's run's."""
+    if case.kind == "Deployment":
+        rs = newest_replica_set(plane, namespace)
+        selector = (
+            f"pod-template-hash={rs['metadata']['labels']['pod-template-hash']}" if rs else None
+        )
+    elif case.kind == "StatefulSet":
+        selector = f"controller-revision-hash={obj['status']['updateRevision']}"
+    else:
+        job = NAME if case.kind == "Job" else "gpu-run"
+        selector = f"batch.kubernetes.io/job-name={job}"
+    return pods_of(plane, namespace, selector) if selector else []
+
+
+def unschedulable(found: dict) -> str:
+    """The scheduler's reason for a Pending pod, or ''."""
+    for condition in found.get("status", {}).get("conditions") or []:
+        if condition["type"] == "PodScheduled" and condition["status"] == "False":
+            return condition.get("message", "")
+    return ""
+
+
+def placed(
+    plane: ControlPlane, namespace: str, old: set[str], pending: int
+) -> tuple[list[dict]] | None:
+    """The live pods created after the install once `pending` of them are found unschedulable
+    and the others bound (in a tuple: there may be none). Awaiting the count, not the first
+    verdict, rides out a scheduler that has not yet seen the last test's pods deleted."""
+    new = [
+        p
+        for p in pods_of(plane, namespace)
+        if p["metadata"]["uid"] not in old and not p["metadata"].get("deletionTimestamp")
+    ]
+    bound = sum(bool(p["spec"].get("nodeName")) for p in new)
+    waiting = sum(bool(unschedulable(p)) for p in new)
+    return (new,) if bound == len(new) - pending and waiting == pending else None
+
+
+def on_class(found: dict, gib: int, where: str) -> None:
+    """A pod spec (with its metadata) asks one GPU on exactly the class for `gib`: selector and
+    profile, and no memory request left (nothing stale)."""
+    spec, annotations = found["spec"], found["metadata"].get("annotations") or {}
+    assert spec.get("nodeSelector") == {MEM: CLASSES[gib]}, where
+    assert annotations.get(PROFILE) == f"GRID-P4-{gib}Q", where
+    assert not any(ask in json.dumps(spec) for ask in ASKS), where
+    for container in spec["containers"]:
+        assert container["resources"]["limits"] == {GPU: "1"}, where
+
+
+# The cases ------------------------------------------------------------------------------
+
+
+def test_workloads_made_before_the_install_have_unreviewed_pods_pending(before, control_plane):
+    """The problem lwgpu solves, found by the install: the pods made before it ask GPU memory,
+    which no node offers, so kube-scheduler leaves them Pending."""
+    early = [(before.namespaces[c], p) for c, pods in before.pods.items() for p in pods.values()]
+    assert len(early) == sum(CASES[c].kind != "CronJob" for c in before.pods)
+    for _, found in early:
+        assert PROFILE not in (found["metadata"].get("annotations") or {})
+        assert found["spec"]["containers"][0]["resources"]["limits"] == {ASKS[0]: "2"}
+    namespace, found = early[0]
+    path = f"/api/v1/namespaces/{namespace}/pods/{found['metadata']['name']}"
+    reason = wait_for(
+        lambda: unschedulable(read(control_plane, path)), WAIT_S, what="the scheduler"
+    )
+    assert f"Insufficient {ASKS[0]}" in reason
+
+
+def run_step(namespace: Namespace, case: Case, step: Step) -> subprocess.CompletedProcess[str]:
+    """Run one step as its user would type it."""
+    args = step.argv(case.kind)
+    if step.gib is None:
+        return namespace.kubectl(*args, check=False)
+    file = manifest(case.kind, namespace.name, step.gib, replicas=step.replicas, second=case.second)
+    return namespace.kubectl(*args, input=json.dumps(file), check=False)
+
+
+@pytest.mark.parametrize("name", list(CASES))
+def test_lifecycle(name, before, control_plane, lwgpu, request):
+    """The case's steps after the install, and how they end (module docstring)."""
+    case, plane = CASES[name], control_plane
+    namespace = Namespace(before.namespaces[name], plane)
+    with contextlib.ExitStack() as stack:
+        stack.callback(remove, namespace)
+        if case.second:
+            second = request.getfixturevalue("second_webhook")
+            stack.enter_context(second.registered(namespace))
+        if case.created == "after":
+            made = namespace.kubectl(
+                "apply", "-f", "-", input=json.dumps(manifest(case.kind, namespace.name))
+            )
+            assert "Warning: lwgpu:" in made.stderr
+            wait_for(lambda: settled(case, plane, namespace.name), WAIT_S, what="the first rollout")
+        written = read(plane, workload_path(case.kind, namespace.name))
+        old = set(before.pods.get(name, {}))
+        counts = reviews(lwgpu)
+
+        for step in case.steps:
+            done = run_step(namespace, case, step)
+            if step is not case.steps[-1]:
+                assert done.returncode == 0, (step.words, done.stderr)
+            if step.until_gone:
+                wait_for(
+                    lambda: read(plane, workload_path(case.kind, namespace.name)) is None,
+                    WAIT_S,
+                    what=f"{case.kind} gone",
+                )
+
+        check_outcome(case, done)
+        wait_for(
+            lambda: settled(case, plane, namespace.name), WAIT_S, what=f"{name}: the controllers"
+        )
+        (new,) = wait_for(
+            lambda: placed(plane, namespace.name, old, case.pending),
+            WAIT_S,
+            what=f"{name}: the scheduler",
+        )
+        stored = read(plane, workload_path(case.kind, namespace.name))
+        check_template(case, plane, namespace.name, written, stored)
+        check_pods(case, plane, namespace.name, stored, new)
+        if case.kind == "Deployment":
+            sets = read(plane, f"/apis/apps/v1/namespaces/{namespace.name}/replicasets")["items"]
+            assert len(sets) == case.replica_sets, [s["metadata"]["name"] for s in sets]
+        changed = reviews(lwgpu) - counts
+        assert changed["mutate", "denied"] == changed["validate", "denied"] == 0, changed
+        assert changed["mutate", "error"] == changed["validate", "error"] == 0, changed
+        if case.second:
+            assert any(patched for _, _, patched in second.calls), second.calls
+        events = read(plane, f"/api/v1/namespaces/{namespace.name}/events")["items"]
+        warnings = [
+            (e["reason"], e["message"])
+            for e in events
+            if e["type"] == "Warning" and e["reason"] not in EXPECTED_WARNINGS
+        ]
+        assert warnings == []
+
+
+def check_outcome(case: Case, done: subprocess.CompletedProcess[str]) -> None:
+    """The last step was rewritten or not, or refused by the apiserver as the case says."""
+    warnings = [line for line in done.stderr.splitlines() if line.startswith("Warning: lwgpu:")]
+    if case.outcome in ("patched", "unpatched"):
+        assert done.returncode == 0, done.stderr
+        assert bool(warnings) is (case.outcome == "patched"), done.stderr
+    else:  # the apiserver's validation; lwgpu neither caused nor hid it
+        assert done.returncode == 1 and warnings == [], done.stderr
+        # kubectl apply words the apiserver's Invalid status as "The Job ...", the patch
+        # commands quote its message ("Job.batch ...").
+        assert re.search(f'(The Job|Job.batch) "{NAME}" is invalid: spec.template', done.stderr)
+        assert case.outcome in done.stderr
+
+
+def check_template(
+    case: Case, plane: ControlPlane, namespace: str, written: dict | None, stored: dict | None
+) -> None:
+    """The stored template is as written before the install, or on the case's class; what
+    the user changed is kept; a CronJob's run is left as its jobTemplate (its pods are decided
+    at Pod CREATE)."""
+    if case.gone:
+        assert stored is None
+        return
+    template = template_of(stored)
+    if case.template is None:
+        assert template == template_of(written)
+        assert PROFILE not in (template["metadata"].get("annotations") or {})
+    else:
+        on_class(template, case.template, "template")
+    if SET_IMAGE in case.steps and case.outcome in ("patched", "unpatched"):
+        assert template["spec"]["containers"][0]["image"] == NEW_IMAGE
+    if RUN in case.steps:
+        run = read(plane, f"/apis/batch/v1/namespaces/{namespace}/jobs/gpu-run")
+        assert run["spec"]["template"]["spec"] == template["spec"]
+
+
+def check_pods(
+    case: Case, plane: ControlPlane, namespace: str, stored: dict | None, new: list[dict]
+) -> None:
+    """Every pod created after the install is on a class and bound to a node of it, or
+    Pending for want of an nvidia.com/gpu there; the current revision's are on the case's."""
+    nodes = {
+        n["metadata"]["name"]: n["metadata"]["labels"]
+        for n in read(plane, "/api/v1/nodes")["items"]
+    }
+    pending = 0
+    for found in new:
+        where = found["metadata"]["name"]
+        gib = GIB.get((found["spec"].get("nodeSelector") or {}).get(MEM))
+        assert gib is not None, (where, found["spec"])
+        on_class(found, gib, where)
+        bound = found["spec"].get("nodeName")
+        if bound:
+            assert nodes[bound][MEM] == CLASSES[gib], (where, bound)
+        else:
+            assert f"Insufficient {GPU}" in unschedulable(found), (where, unschedulable(found))
+            pending += 1
+    assert pending == case.pending
+    uids = {p["metadata"]["uid"] for p in new}
+    current = [
+        p for p in current_pods(case, plane, namespace, stored) if p["metadata"]["uid"] in uids
+    ]
+    classes = sorted(GIB[p["spec"]["nodeSelector"][MEM]] for p in current)
+    assert classes == sorted(case.pods), [p["metadata"]["name"] for p in current]
