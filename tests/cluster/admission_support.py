@@ -17,7 +17,6 @@ import os
 import ssl
 import urllib.request
 from collections.abc import Iterator
-from pathlib import Path
 
 from prometheus_client.parser import text_string_to_metric_families
 
@@ -102,7 +101,8 @@ def webhook_configuration(plane: ControlPlane, kind: str, name: str, hook: dict)
         "metadata": {"name": name},
         "webhooks": [hook],
     }
-    plane.kubectl("create", "-f", "-", input=json.dumps(config))
+    created = plane.kubectl("create", "-f", "-", input=json.dumps(config), check=False)
+    assert created.returncode == 0, created.stderr
     try:
         yield
     finally:
@@ -126,7 +126,17 @@ def restricted(pod: dict) -> dict:
     return secured
 
 
-def write_json(path: Path, obj: object) -> Path:
-    """`obj` as a JSON file (for `kubectl -f`)."""
-    path.write_text(json.dumps(obj))
-    return path
+ABSENT = object()
+
+
+def at(obj: object, pointer: str) -> object:
+    """The value at a JSON pointer (RFC 6901) in `obj`, or ABSENT."""
+    for token in pointer.split("/")[1:]:
+        token = token.replace("~1", "/").replace("~0", "~")
+        if isinstance(obj, list) and token.isdigit() and int(token) < len(obj):
+            obj = obj[int(token)]
+        elif isinstance(obj, dict) and token in obj:
+            obj = obj[token]
+        else:
+            return ABSENT
+    return obj

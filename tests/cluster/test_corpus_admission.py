@@ -23,13 +23,12 @@ from pathlib import Path
 
 import pytest
 
-from tests.cluster.admission_support import MUTATE, Calls, answered, module_namespace
+from tests.cluster.admission_support import MUTATE, Calls, answered, at, module_namespace
 from tests.support.manifests import corpus_files, documents
 from tests.support.paths import EXAMPLES, SHIPPED_POLICY
 from webhook.core.decision import decide
 from webhook.policy import load_policies
 
-ABSENT = object()
 SEEDS = {"cuda-sample.yaml#0": "allowed", "cuda-sample-gpu-mem.yaml#0": "mutated"}
 DOCUMENTS = {
     Path(d.where).name: d.body
@@ -164,19 +163,6 @@ def as_admitted_elsewhere(plane, body: dict, namespace: str) -> dict:
     received = json.loads(done.stdout)
     received["metadata"]["namespace"] = namespace
     return received
-
-
-def at(obj: object, pointer: str) -> object:
-    """The value at a JSON pointer (RFC 6901), or ABSENT."""
-    for token in pointer.split("/")[1:]:
-        token = token.replace("~1", "/").replace("~0", "~")
-        if isinstance(obj, list) and token.isdigit() and int(token) < len(obj):
-            obj = obj[int(token)]
-        elif isinstance(obj, dict) and token in obj:
-            obj = obj[token]
-        else:
-            return ABSENT
-    return obj
 
 
 def lwgpu_warnings(stderr: str) -> list[str]:
