@@ -8,7 +8,6 @@ import copy
 
 import pytest
 
-from tests.fakes.scheduler_affinity import schedulable
 from tests.support.builders import container, gpu_mem, pod
 from tests.support.policies import default_policy, policy_from_yaml
 from webhook.core.decision import decide
@@ -145,15 +144,9 @@ def test_preferred_weights_favour_the_smallest_fitting_class():
     )
 
 
-def test_a_pod_may_land_on_every_fitting_class_and_on_none_too_small():
-    nodes = {f"p4-{g}q": {MEM: f"{g * 1024}MiB", NAME: f"GRID-P4-{g}Q"} for g in (1, 2, 4, 8)}
-    nodes["t4-4q"] = {MEM: "4096MiB", NAME: "GRID-T4-4Q"}
+def test_the_tolerations_of_every_fitting_class_are_added():
+    """Where the pods may then land, kube-scheduler shows: tests/cluster/test_mixed_fleet.py."""
     spec = decide(pod(gpu_mem(2)), TWO_KEYS).obj["spec"]
-    assert {n for n, labels in nodes.items() if schedulable(spec, n, labels)} == {
-        "p4-2q",
-        "p4-8q",
-        "t4-4q",
-    }
     # The T4 class's taint is tolerated: the pod may be placed there.
     assert spec["tolerations"] == [
         {"key": "example.com/t4", "operator": "Exists", "effect": "NoSchedule"}
