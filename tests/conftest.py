@@ -7,12 +7,14 @@ after its last test; a module changes how it starts by overriding `server_option
 goes to `tests.support.server.serving` (`tls_dir`, `extra_args`, `workers`, ..., and
 `policies` for another policy file).
 
-The other fixtures work where the test's directory imports `control_plane` and `namespace`
-from tests/support/cluster.py (the real kube-apiserver of the session, shared by every test):
-`kube_requests` records what lwgpu's clients send, `own_nodes` makes Nodes of the test's own
-(the fleet's are never touched), `service_accounts` gives a kubeconfig that acts as a
-ServiceAccount holding the rules of one of the shipped ClusterRoles. Every cluster-scoped
-object they create has a name of its own and is deleted at the end of the test.
+`control_plane`, `lwgpu` and `namespace` (tests/support/cluster.py) are imported here, once for
+the whole suite: a session fixture imported by several directories' conftests would be one
+instance per directory, and so one control plane each. With them, for the tests of lwgpu's own
+Kubernetes clients on the real kube-apiserver: `kube_requests` records what those clients
+send, `own_nodes` makes Nodes of the test's own (the fleet's are never touched),
+`service_accounts` gives a kubeconfig that acts as a ServiceAccount holding the rules of one
+of the shipped ClusterRoles. Every cluster-scoped object they create has a name of its own and
+is deleted at the end of the test.
 """
 
 from __future__ import annotations
@@ -27,10 +29,17 @@ from urllib.parse import parse_qs, urlsplit
 
 import pytest
 import yaml
+from kubernetes import client
+from kubernetes.client.exceptions import ApiException
 
+from tests.support.cluster import control_plane, lwgpu, namespace
 from tests.support.paths import DEPLOY, SHIPPED_POLICY
 from tests.support.server import Server, serving
 from tests.support.waiting import wait_for
+from tools.cluster.kubelet import Kubelet
+from webhook.kube import client as kube_client
+
+__all__ = ["control_plane", "lwgpu", "namespace"]  # fixtures, used by name
 
 WRITES = {"POST", "PUT", "PATCH", "DELETE"}
 _numbers = itertools.count(1)
@@ -121,8 +130,6 @@ class KubeRequests:
 def kube_requests(monkeypatch) -> KubeRequests:
     """Records the requests of clients the test follows, and of every client lwgpu's commands
     build through `webhook.kube.client.api_client` (`label-node`, `certs install`) in-process."""
-    from webhook.kube import client as kube_client
-
     requests = KubeRequests()
     build = kube_client.api_client
     monkeypatch.setattr(
@@ -142,8 +149,6 @@ class OwnNodes:
     def core(self):
         """The admin's CoreV1Api, on fresh connections: a kept-alive one may lead to an
         apiserver that a test restarted, and a POST on it is not retried."""
-        from kubernetes import client
-
         return client.CoreV1Api(self.plane.api())
 
     def create(self, hint: str, labels: dict[str, str]) -> str:
@@ -171,8 +176,6 @@ class OwnNodes:
         self.names.remove(name)
 
     def close(self) -> None:
-        from kubernetes.client.exceptions import ApiException
-
         core = self.core
         for name in self.names:
             try:
@@ -204,10 +207,6 @@ class ServiceAccounts:
     ClusterRole and ClusterRoleBinding named after the namespace, deleted at the end."""
 
     def __init__(self, plane, namespace, workdir: Path) -> None:
-        from kubernetes import client
-
-        from tools.cluster.kubelet import Kubelet
-
         self.namespace = namespace.name
         self.tokens = Kubelet(plane, workdir)
         admin = plane.api()
@@ -252,8 +251,6 @@ class ServiceAccounts:
         )
 
     def close(self) -> None:
-        from kubernetes.client.exceptions import ApiException
-
         for name in self.granted:
             for delete in (self.rbac.delete_cluster_role_binding, self.rbac.delete_cluster_role):
                 try:
