@@ -165,7 +165,8 @@ class Case:
     of the pods created after the install by the current revision (the newest ReplicaSet, the
     StatefulSet's update revision, the Job, the CronJob's run); `pending` of them stay Pending
     for want of an `nvidia.com/gpu` on their class (two nodes per class), the rest are bound.
-    `replica_sets`: a Deployment's ReplicaSets at the end (1 + the template changes).
+    `replica_sets`: a Deployment's ReplicaSets at the end (1 + the template changes; 0 once
+    the garbage collector deleted them).
     `created`: "apply", "apply --server-side" (both before the install) or "after" (`kubectl
     apply` after it). `second`: a second mutating webhook after lwgpu's adds
     `nvidia.com/gpumem: 4096` to containers asking `nvidia.com/gpu`.
@@ -199,6 +200,9 @@ CASES = {
     "Deployment delete, finalizer removed": Case(
         D, (DELETE, RELEASE), "unpatched", replica_sets=0, finalizer=True, gone=True
     ),
+    # The garbage collector takes the ownerReference off the ReplicaSet (an UPDATE lwgpu
+    # reviews) before it lets the Deployment go (pkg/controller/garbagecollector/
+    # garbagecollector.go `orphanDependents`); the orphan's new pods are decided at CREATE.
     "Deployment delete --cascade=orphan, scale the ReplicaSet": Case(
         D, (ORPHAN, SCALE_REPLICA_SET), "unpatched", None, (2,), gone=True
     ),
