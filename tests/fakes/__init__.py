@@ -1,5 +1,6 @@
-"""Test doubles for what cannot run here: the Kubernetes REST API (`kubeapi`, `kubeapi_store`),
-kube-apiserver's webhook admission dispatcher (`apiserver_*`), NVML at the pynvml boundary
-(`nvml`), the node inventory (`inventory`) and kubelet's volume updates (`kubelet`); and the
-tests of the doubles themselves (`test_*`).
+"""Test doubles for what has no real counterpart here: NVML at the pynvml boundary (`nvml`: no
+GPU on these machines) and lwgpu's own node inventory at its reading boundary (`inventory`,
+held to the real NodeInventory by tests/kube/test_fake_inventory.py); `test_nvml` tests the
+NVML double itself. Kubernetes components are never imitated: tests run against the real ones
+(tests/cluster/, tools/cluster/).
 """
