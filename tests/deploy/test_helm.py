@@ -5,8 +5,8 @@ deploy/` less the Namespace (Helm stores its release in the namespace before it 
 anything, so the namespace cannot be one of the chart's objects), and its cert-manager and
 monitoring values give the overlays of the same names. Every render lints with `--strict`,
 validates against the Kubernetes schemas, and each value does what values.yaml says; bad values
-are refused by values.schema.json before anything renders. The end-to-end admission tests
-(test_e2e_admission.py) run against the chart's default render too.
+are refused by values.schema.json before anything renders. The real kube-apiserver accepts
+every render (tests/cluster/test_install.py).
 """
 
 from __future__ import annotations
