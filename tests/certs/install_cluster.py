@@ -132,18 +132,3 @@ class Cluster:
         api = kube_requests.follow(self.plane.api())
         names = [self.name, self.final] if names is None else names
         return install(api, self.spec, SECRET, names, **kwargs)
-
-
-def interfere(cluster, kube_requests, method: str, path: str, times: int) -> list[int]:
-    """Before each of the next `times` requests `method` `path`, another writer annotates the
-    object it targets (as the admin); returns the list that counts those writes."""
-    done: list[int] = []
-    kind, name = (MUTATING, cluster.name) if "webhookconfigurations" in path else ("Secret", SECRET)
-
-    def write(sent) -> None:
-        if sent.method == method and re.search(path, sent.path) and len(done) < times:
-            done.append(1)
-            cluster.annotate(kind, name, str(len(done)))
-
-    kube_requests.before.append(write)
-    return done
