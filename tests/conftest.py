@@ -32,14 +32,20 @@ import yaml
 from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 
-from tests.support.cluster import control_plane, lwgpu, namespace
+from tests.support.cluster import (
+    control_plane,
+    lwgpu,
+    namespace,
+    pytest_collection_modifyitems,
+)
 from tests.support.paths import DEPLOY, SHIPPED_POLICY
 from tests.support.server import Server, serving
 from tests.support.waiting import wait_for
 from tools.cluster.kubelet import Kubelet
 from webhook.kube import client as kube_client
 
-__all__ = ["control_plane", "lwgpu", "namespace"]  # fixtures, used by name
+# Fixtures, used by name, and the hook that marks the tests reaching `control_plane` `cluster`.
+__all__ = ["control_plane", "lwgpu", "namespace", "pytest_collection_modifyitems"]
 
 WRITES = {"POST", "PUT", "PATCH", "DELETE"}
 _numbers = itertools.count(1)

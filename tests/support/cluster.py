@@ -7,6 +7,10 @@ to build them; under `CI=true` that is a failure instead, since CI builds them f
 Each test that creates objects takes a `namespace` of its own; at its end the namespace is
 deleted and its pods removed at once (no kubelet is there to confirm a graceful deletion),
 so the GPUs they were bound to are free for the next test.
+
+Every test that reaches `control_plane`, directly or through another fixture, is marked
+`cluster` at collection, so `pytest -m "not cluster"` (`make test-fast`) runs exactly the tests
+that start no control plane.
 """
 
 from __future__ import annotations
@@ -26,6 +30,13 @@ from tools.cluster.install import Installation
 
 FLEET = DATA / "nodes" / "mixed-fleet.yaml"
 _numbers = itertools.count(1)
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Mark `cluster` each test whose fixtures, followed to the end, include `control_plane`."""
+    for item in items:
+        if "control_plane" in getattr(item, "fixturenames", ()):
+            item.add_marker(pytest.mark.cluster)
 
 
 def require_binaries() -> None:
