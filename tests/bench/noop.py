@@ -18,7 +18,7 @@ import orjson
 from flask import Flask, Response, request
 
 from webhook import DEFAULT_POLICIES
-from webhook.server.gunicorn_app import ServeSettings, WebhookApplication
+from webhook.server.master import ServeSettings, WebhookApplication
 
 JSON_HEADERS = [("Content-Type", "application/json")]
 

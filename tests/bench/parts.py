@@ -22,13 +22,13 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from tests.bench.noop import loopback_parser, loopback_settings
-from webhook.server.gunicorn_app import WebhookApplication
+from webhook.server.master import WebhookApplication
 
 WITHOUT = ("access-log", "metrics", "decision")
 
 
 def _switch_off(part: str) -> None:
-    from webhook.server import access_log, metrics, reviews
+    from webhook.server.app import access_log, metrics, reviews
 
     if part == "access-log":
         access_log.write = lambda fields, fd=access_log.STDOUT: None

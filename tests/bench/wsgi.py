@@ -59,9 +59,9 @@ def _caller(app, body: bytes):
 def breakdown(budget_s: float) -> dict:
     """Median µs per call of each part, and the glue that the parts leave unexplained."""
     from webhook import DEFAULT_POLICIES, admission
-    from webhook.server import access_log, metrics
-    from webhook.server.app import create_app
-    from webhook.server.policy_store import PolicyStore
+    from webhook.server.app import access_log, metrics
+    from webhook.server.app.wsgi import create_app
+    from webhook.server.state.policy_store import PolicyStore
 
     from . import bodies, noop
     from .inprocess import orjson_floor, review_bytes

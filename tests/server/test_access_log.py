@@ -13,7 +13,7 @@ import tempfile
 import orjson
 
 from webhook.admission import ReviewResult
-from webhook.server import access_log
+from webhook.server.app import access_log
 
 # Six MiB per field, in the character JSON escapes to six bytes.
 HOSTILE = "\x01" * (6 << 20)

@@ -30,7 +30,7 @@ from tests.support.server import free_port, serving
 from tests.support.waiting import wait_for
 from webhook.core.nodes import profiles_from_labels
 from webhook.policy import load_policies
-from webhook.server.discovered import Discovery
+from webhook.server.state.discovery import Discovery
 
 REVIEW = admission_review(gpu_pod({"aliyun.com/gpu-mem": 5}), uid="discovery-review")
 AGE, CLASSES = "lwgpu_discovery_inventory_age_seconds", "lwgpu_discovery_classes"
@@ -143,8 +143,8 @@ def test_unreachable_api_server_leaves_static_profiles(tmp_path, policy, discove
 
 def test_server_modules_do_not_import_the_kubernetes_client():
     code = (
-        "import sys, webhook.server.gunicorn_app, webhook.server.app, webhook.server.discovered, "
-        "webhook.cli; "
+        "import sys, webhook.server.master, webhook.server.app.wsgi, "
+        "webhook.server.state.discovery, webhook.cli; "
         "print('kubernetes' in sys.modules)"
     )
     out = subprocess.run(

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import pytest
 
-from webhook.server.framing import ChunkedEnd, head_length
+from webhook.server.transport.framing import ChunkedEnd, head_length
 
 HEAD = b"POST /mutate HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n"
 

@@ -17,7 +17,7 @@ from tests.support.server import serving
 from tests.support.volumes import ConfigMapVolume
 from tests.support.waiting import wait_for
 from webhook.policy import load_policies
-from webhook.server.policy_store import PolicyStore
+from webhook.server.state.policy_store import PolicyStore
 
 BROKEN = "apiVersion: lwgpu.io/v1alpha1\nkind: LightweightGPUPolicy\nspec: [unclosed\n"
 REVIEW = admission_review(gpu_pod({"aliyun.com/gpu-mem": 2}), uid="policy-review")

@@ -28,8 +28,8 @@ from tests.support.paths import REPO
 from tests.support.server import make_certs, serving
 from tests.support.volumes import install_secret
 from tests.support.waiting import wait_for
-from webhook.server.connection import PLAIN_HTTP_ANSWER
-from webhook.server.tls import CertificateReloader
+from webhook.server.state.tls import CertificateReloader
+from webhook.server.transport.connection import PLAIN_HTTP_ANSWER
 
 POLICY = REPO / "policies" / "default.yaml"
 REVIEW = admission_review(gpu_pod({"aliyun.com/gpu-mem": 2}), uid="tls-review")

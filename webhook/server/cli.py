@@ -177,7 +177,7 @@ def _why(exc: Exception) -> str:
 
 def run(args: argparse.Namespace) -> int:
     """Start gunicorn in this process; return when it has shut down (exit 2 on bad usage)."""
-    from .gunicorn_app import PortInUse, ServeSettings, WebhookApplication
+    from .master import PortInUse, ServeSettings, WebhookApplication
 
     try:
         certfile, keyfile = tls_files(args)

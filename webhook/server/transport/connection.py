@@ -25,8 +25,9 @@ from gunicorn.http.unreader import Unreader
 from gunicorn.sock import ssl_wrap_socket
 from gunicorn.workers.gthread import TConn
 
+from webhook.server.limits import Limits
+
 from .framing import ChunkedEnd, head_length
-from .limits import Limits
 
 RECV_BYTES = 256 * 1024
 # After the last response, what the client still sends is read and dropped for this long,

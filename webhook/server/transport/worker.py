@@ -35,8 +35,9 @@ from gunicorn.http.body import ChunkedReader, LengthReader
 from gunicorn.http.errors import ChunkMissingTerminator, NoMoreData
 from gunicorn.workers.gthread import ThreadWorker
 
+from webhook.server.limits import Limits
+
 from .connection import BodyBudget, Connection, Step
-from .limits import Limits
 
 # How often the loop looks for connections past their deadline (gthread wakes every 1 s).
 SWEEP_SECONDS = 0.25

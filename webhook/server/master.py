@@ -1,7 +1,7 @@
 """gunicorn embedded: the master process, its settings and the hooks that tie workers together.
 
 This module runs in the master, before any worker exists. It must not import
-``prometheus_client`` (nor ``.app``/``.metrics``): the master only prepares the
+``prometheus_client`` (nor ``.app.wsgi``/``.app.metrics``): the master only prepares the
 multiprocess directory and removes dead workers' files; every metric value belongs to a
 worker. The Flask app, the policy poller and the metrics are created in each worker by
 ``load()`` after the fork.
@@ -24,8 +24,8 @@ from typing import TYPE_CHECKING, Any
 from gunicorn.app.base import BaseApplication
 
 from .limits import KEEPALIVE_SECONDS, MAX_BODY_BYTES, Limits
-from .tls import CertificateReloader
-from .worker import WebhookWorker
+from .state.tls import CertificateReloader
+from .transport.worker import WebhookWorker
 
 if TYPE_CHECKING:
     from flask import Flask
@@ -217,10 +217,10 @@ class WebhookApplication(BaseApplication):  # type: ignore[misc]  # gunicorn has
 
     def load(self) -> Flask:
         """Build the worker's app: policy poller, metrics hooks, Flask (runs after the fork)."""
-        from . import metrics
-        from .app import create_app
-        from .discovered import Discovery
-        from .policy_store import PolicyStore
+        from .app import metrics
+        from .app.wsgi import create_app
+        from .state.discovery import Discovery
+        from .state.policy_store import PolicyStore
 
         _log_to_stderr()
         discovery = Discovery(report=metrics.discovery_state)

@@ -15,11 +15,12 @@ import orjson
 from flask import Flask, Response, request
 from werkzeug.exceptions import HTTPException
 
+from webhook.server.state.discovery import Discovery
+from webhook.server.state.policy_store import PolicyStore
+from webhook.server.state.tls import CertificateReloader
+
 from . import errors, metrics
-from .discovered import Discovery
-from .policy_store import PolicyStore
 from .reviews import Reviews, endpoint_of
-from .tls import CertificateReloader
 
 if TYPE_CHECKING:
     from _typeshed.wsgi import StartResponse, WSGIEnvironment

@@ -7,7 +7,7 @@ apiserver treats any non-200 as a failed call and applies the webhook's ``failur
 
 Why not a Flask view: Flask's own request handling (request and app contexts, URL
 matching, the ``Response`` object, signals) cost more per review than the decision
-itself (docs/PERFORMANCE.md). ``app.create_app`` mounts this endpoint in front of the
+itself (docs/PERFORMANCE.md). ``wsgi.create_app`` mounts this endpoint in front of the
 Flask app, which keeps the probes, the metrics and the answers for every other path.
 """
 
@@ -34,11 +34,11 @@ from werkzeug.wsgi import get_content_length
 
 from webhook import admission
 from webhook.policy import PolicySet
+from webhook.server.limits import MAX_BODY_BYTES, MAX_JSON_CONTAINERS
+from webhook.server.state.discovery import Discovery
+from webhook.server.state.policy_store import PolicyStore
 
 from . import access_log, errors, metrics
-from .discovered import Discovery
-from .limits import MAX_BODY_BYTES, MAX_JSON_CONTAINERS
-from .policy_store import PolicyStore
 
 if TYPE_CHECKING:
     from _typeshed.wsgi import StartResponse, WSGIEnvironment

@@ -1,6 +1,6 @@
 """Error answers of the server as Kubernetes ``v1 Status`` bodies, for every path.
 
-The review endpoint (``reviews``) and the Flask app (``app``: probes, metrics, unknown
+The review endpoint (``reviews``) and the Flask app (``wsgi``: probes, metrics, unknown
 paths) answer errors through these functions, so a 4xx or 5xx reads the same whichever
 served it, like any other API error in the apiserver's log.
 """
