@@ -10,6 +10,7 @@ from importlib import resources
 from pathlib import Path
 
 __version__ = "0.1.0"
-# The shipped policies are package data: `webhook/defaults` is a link to the checkout's
-# `policies/`, copied into the wheel, so the CLI finds them from any directory.
+# The shipped policy is package data: `webhook/defaults` is a link to the checkout's
+# `policies/` (its one copy), whose `*.yaml` the wheel carries, so the CLI finds it from any
+# directory.
 DEFAULT_POLICIES = Path(str(resources.files(__name__).joinpath("defaults", "default.yaml")))

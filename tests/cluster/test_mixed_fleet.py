@@ -1,6 +1,6 @@
 """Mixed fleets on the real control plane: the fleet of tests/data/nodes/mixed-fleet.yaml (vgn5i
 lightweight nodes, two per class, a full T4 pool of two 4-GPU nodes, two ACK cGPU nodes, a CPU
-node), policies/examples/mixed-fleet.yaml and variants of it rolled out through the ConfigMap,
+node), examples/policies/mixed-fleet.yaml and variants of it rolled out through the ConfigMap,
 and kube-scheduler deciding where every pod goes.
 
 - `wholeGPUPods: avoidLightweight`: whole-GPU pods fill the T4 and cGPU nodes and then wait,
@@ -27,7 +27,7 @@ from tests.cluster.corpus_check import check_file
 from tests.cluster.placement import AFFINITY, outcome
 from tests.support.builders import container, gpu_mem, pod
 from tests.support.manifests import corpus_files, documents
-from tests.support.paths import DATA, REPO, SHIPPED_POLICY
+from tests.support.paths import DATA, EXAMPLE_POLICIES, SHIPPED_POLICY
 from tests.support.waiting import wait_for
 from webhook.core.decision import decide
 from webhook.offline.cluster import read_nodes
@@ -35,7 +35,7 @@ from webhook.policy import load_policies
 
 MEM = "aliyun.accelerator/nvidia_mem"
 COUNT = "aliyun.accelerator/nvidia_count"
-MIXED_PATH = REPO / "policies" / "examples" / "mixed-fleet.yaml"
+MIXED_PATH = EXAMPLE_POLICIES / "mixed-fleet.yaml"
 MIXED = MIXED_PATH.read_text()
 SPILL = MIXED.replace("  placement: exact\n", "  placement: spillOver\n")
 LEAVE_ALONE = "  leaveAlone:\n    nodeSelectorKeys: [ack.node.gpu.schedule]\n"

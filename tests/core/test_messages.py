@@ -24,9 +24,8 @@ import pytest
 
 from tests.support.golden import check_golden
 from tests.support.manifests import documents
-from tests.support.paths import CORPUS
+from tests.support.paths import CORPUS, EXAMPLE_POLICIES
 from tests.support.policies import default_policy
-from webhook import DEFAULT_POLICIES
 from webhook.api.decoding import as_decoded
 from webhook.core.decision import Decision, decide
 from webhook.policy import Policy, load_policies
@@ -35,7 +34,7 @@ GOLDEN = Path(__file__).parents[1] / "golden" / "messages" / "decision.txt"
 BINPACK = "AliyunContainerService__gpushare-scheduler-extender__samples__1.yaml"  # Deployment
 BINPACK_16G = "AliyunContainerService__gpushare-scheduler-extender__samples__4.yaml"
 HAMI = "Project-HAMi__HAMi__examples__nvidia__default_use.yaml"  # Pod, nvidia.com/gpumem: 3000
-MIXED = DEFAULT_POLICIES.parent / "examples" / "mixed-fleet.yaml"
+MIXED = EXAMPLE_POLICIES / "mixed-fleet.yaml"
 
 
 def corpus(name: str) -> dict[str, Any]:

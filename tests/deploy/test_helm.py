@@ -20,7 +20,7 @@ import pytest
 from tests.support import helm
 from tests.support.deploy import K8S_VERSIONS, kustomize, schema_errors
 from tests.support.kubectl import requires_kubectl
-from tests.support.paths import DEPLOY, REPO
+from tests.support.paths import DEPLOY, EXAMPLE_POLICIES, SHIPPED_POLICY
 
 # The labels Helm's own templates add; kustomize's part-of label is on both renders.
 HELM_LABELS = {
@@ -106,7 +106,7 @@ def kinds(objects: list[dict]) -> set[tuple[str, str]]:
     return {(o["kind"], o["metadata"]["name"]) for o in objects}
 
 
-POLICY_FILE = REPO / "policies" / "examples" / "mixed-fleet.yaml"
+POLICY_FILE = EXAMPLE_POLICIES / "mixed-fleet.yaml"
 POLICY = POLICY_FILE.read_text(encoding="utf-8")
 # (what, helm arguments, check of the render)
 VALUE_EFFECTS: list[tuple[str, list[str], Callable[[list[dict]], bool]]] = [
@@ -181,7 +181,7 @@ VALUE_EFFECTS: list[tuple[str, list[str], Callable[[list[dict]], bool]]] = [
         [],
         lambda objs: (
             [o["data"] for o in objs if o["kind"] == "ConfigMap"]
-            == [{"default.yaml": (REPO / "policies" / "default.yaml").read_text(encoding="utf-8")}]
+            == [{"default.yaml": SHIPPED_POLICY.read_text(encoding="utf-8")}]
         ),
     ),
     (

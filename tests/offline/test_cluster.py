@@ -7,14 +7,14 @@ import pytest
 
 from tests.support.builders import container, gpu_mem, pod
 from tests.support.cli import run_cli
-from tests.support.paths import DATA, REPO
+from tests.support.paths import DATA, EXAMPLE_POLICIES
 from webhook.core.decision import decide
 from webhook.offline.cluster import read_nodes, unplaceable
 from webhook.policy import load_policies
 
 NODES = str(DATA / "nodes" / "mixed-fleet.yaml")
-MIXED = str(REPO / "policies" / "examples" / "mixed-fleet.yaml")
-T4 = str(REPO / "policies" / "examples" / "t4-vgpu-fleet.yaml")
+MIXED = str(EXAMPLE_POLICIES / "mixed-fleet.yaml")
+T4 = str(EXAMPLE_POLICIES / "t4-vgpu-fleet.yaml")
 
 
 def test_the_mixed_fleet_example_passes_against_its_fleet():

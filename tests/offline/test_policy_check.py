@@ -1,10 +1,10 @@
 """`policy check A B` checks the files together, as the server loads a directory of them."""
 
 from tests.support.cli import run_cli
-from tests.support.paths import REPO
+from tests.support.paths import EXAMPLE_POLICIES, SHIPPED_POLICY
 
-DEFAULT = str(REPO / "policies" / "default.yaml")
-T4 = str(REPO / "policies" / "examples" / "t4-vgpu-fleet.yaml")
+DEFAULT = str(SHIPPED_POLICY)
+T4 = str(EXAMPLE_POLICIES / "t4-vgpu-fleet.yaml")
 
 
 def test_each_file_alone_passes():

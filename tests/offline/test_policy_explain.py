@@ -3,9 +3,9 @@
 import pytest
 
 from tests.support.cli import run_cli
-from tests.support.paths import REPO
+from tests.support.paths import EXAMPLE_POLICIES
 
-PER_TEAM = str(REPO / "policies" / "examples" / "per-team.yaml")
+PER_TEAM = str(EXAMPLE_POLICIES / "per-team.yaml")
 
 
 def test_the_shipped_policy_in_an_ordinary_namespace():
@@ -53,7 +53,7 @@ def test_unloadable_policies_exit_1(tmp_path):
     assert code == 1 and out.startswith("error: ")
 
 
-SPILL_YAML = (REPO / "policies" / "examples" / "mixed-fleet.yaml").read_text()
+SPILL_YAML = (EXAMPLE_POLICIES / "mixed-fleet.yaml").read_text()
 
 
 @pytest.mark.parametrize(

@@ -21,7 +21,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from tests.reliability.mutate import FUZZ, SMALL_VALUES, corrupted, mutated, print_counts
-from tests.support.paths import REPO
+from tests.support.paths import EXAMPLE_POLICIES, SHIPPED_POLICY
 from tests.support.policies import TAINTED_POLICY_YAML
 from webhook.policy import Policy, load_documents
 
@@ -36,8 +36,8 @@ REFUSED = re.compile("[^\x09\x0a\x0d\x20-\x7e\x85\xa0-\ud7ff\ue000-\ufffd\U00010
 FAST_LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 FAST_DUMPER = getattr(yaml, "CSafeDumper", yaml.SafeDumper)
 SEED_TEXTS = [
-    (REPO / "policies" / "default.yaml").read_text(),
-    *(p.read_text() for p in sorted((REPO / "policies" / "examples").glob("*.yaml"))),
+    SHIPPED_POLICY.read_text(),
+    *(p.read_text() for p in sorted(EXAMPLE_POLICIES.glob("*.yaml"))),
     TAINTED_POLICY_YAML,
 ]
 SEED_DOCUMENTS = [d for text in SEED_TEXTS for d in yaml.safe_load_all(text) if d]

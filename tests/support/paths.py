@@ -11,6 +11,7 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[2]
 CORPUS = REPO.parent / "shared" / "corpus"
 EXAMPLES = REPO / "examples"
+EXAMPLE_POLICIES = EXAMPLES / "policies"
 DEPLOY = REPO / "deploy"
 GOLDEN = REPO / "tests" / "golden"
 DATA = REPO / "tests" / "data"
