@@ -25,7 +25,7 @@ from tests.support.deploy import (
     schema_errors,
 )
 from tests.support.kubectl import requires_kubectl
-from tests.support.paths import DEPLOY, REPO
+from tests.support.paths import SHIPPED_POLICY
 
 # matchConditions became GA in 1.30: the oldest version the install supports, and the newest.
 CLUSTER_SCOPED = {
@@ -170,15 +170,7 @@ def test_namespace_enforces_pod_security_restricted():
 @requires_kubectl
 def test_policy_configmap_carries_the_shipped_policy_unhashed():
     configmap = find("ConfigMap", "lwgpu-policies")
-    assert configmap["data"] == {"default.yaml": (REPO / "policies/default.yaml").read_text()}
-
-
-def test_deploy_copy_of_the_policy_matches_policies_default():
-    """kustomize cannot read ../../policies; the copy in deploy/base must not drift."""
-    source = (REPO / "policies/default.yaml").read_text()
-    assert (DEPLOY / "base/policies/default.yaml").read_text() == source, (
-        "run: cp policies/default.yaml deploy/base/policies/default.yaml"
-    )
+    assert configmap["data"] == {"default.yaml": SHIPPED_POLICY.read_text()}
 
 
 @requires_kubectl
