@@ -12,25 +12,22 @@ from __future__ import annotations
 import ctypes
 import errno
 import logging
-import os
 import shutil
 import socket
 import sys
-import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from gunicorn.app.base import BaseApplication
 
+from .app.metrics_dir import prepare_metrics_dir
 from .limits import KEEPALIVE_SECONDS, MAX_BODY_BYTES, Limits
 from .state.tls import CertificateReloader
 from .transport.worker import WebhookWorker
 
 if TYPE_CHECKING:
     from flask import Flask
-
-MULTIPROC_ENV = "PROMETHEUS_MULTIPROC_DIR"
 
 # A webhook call may last at most 30 s (timeoutSeconds' maximum): in-flight reviews get
 # that long to finish after SIGTERM. The Pod's terminationGracePeriodSeconds must exceed it.
@@ -103,24 +100,6 @@ def limit_malloc_arenas() -> bool:
         return bool(libc.mallopt(M_ARENA_MAX, MALLOC_ARENAS))
     except (OSError, AttributeError):
         return False
-
-
-def prepare_metrics_dir() -> tuple[str, bool]:
-    """An empty ``PROMETHEUS_MULTIPROC_DIR`` for this server; True when we created it.
-
-    A directory given in the environment is emptied: files left by an earlier server would
-    be added to this one's counts. Must run before ``prometheus_client`` is imported.
-    """
-    given = os.environ.get(MULTIPROC_ENV)
-    if given:
-        path = Path(given)
-        path.mkdir(parents=True, exist_ok=True)
-        for stale in path.glob("*.db"):
-            stale.unlink()
-        return str(path), False
-    created = tempfile.mkdtemp(prefix="lwgpu-metrics-")
-    os.environ[MULTIPROC_ENV] = created
-    return created, True
 
 
 # gunicorn ships no type information: the hooks' arguments are its worker, request and

@@ -24,7 +24,7 @@ from prometheus_client import (
     multiprocess,
 )
 
-from webhook.server.master import MULTIPROC_ENV
+from .metrics_dir import MULTIPROC_ENV
 
 # A review is a few dict walks: tens to hundreds of microseconds. Buckets start at 50 us so
 # the histogram resolves that range, and reach the apiserver's 10 s default webhook timeout.
