@@ -13,7 +13,7 @@ from datetime import timedelta
 
 from cryptography import x509
 
-from webhook.commandline import ask_for_choice, until_stdout_closes
+from webhook.cli.conventions import ask_for_choice, until_stdout_closes
 
 from .authority import BACKDATE, KEY_TYPES, Spec
 from .directory import check, generate

@@ -13,7 +13,7 @@ import sys
 from tests.support.certs import run_certs
 from tests.support.golden import check_golden
 from tests.support.paths import GOLDEN
-from webhook.commandline import CLOSED_STDOUT_EXIT
+from webhook.cli.conventions import CLOSED_STDOUT_EXIT
 
 FLAGS = ("--service", "lwgpu", "--namespace", "lwgpu-system")
 # The expiry date moves with the clock; the rest of the line is the contract.

@@ -21,7 +21,7 @@ from tests.support.builders import container, pod
 from tests.support.cli import run_cli
 from tests.support.golden import check_golden
 from tests.support.paths import GOLDEN, REPO
-from webhook.commandline import CLOSED_STDOUT_EXIT
+from webhook.cli.conventions import CLOSED_STDOUT_EXIT
 
 BUFFERED = {k: v for k, v in os.environ.items() if k != "PYTHONUNBUFFERED"}
 

@@ -12,7 +12,7 @@ import sys
 from collections.abc import Callable
 
 from webhook import __version__
-from webhook.commandline import ask_for_choice, until_stdout_closes
+from webhook.cli.conventions import ask_for_choice, until_stdout_closes
 
 COMMANDS = (
     "webhook.offline.review",

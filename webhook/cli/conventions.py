@@ -1,8 +1,5 @@
-"""What both command lines (`python -m webhook`, `python -m certs`) do the same way: end
+"""What every command line (`python -m webhook`, `python -m certs`) does the same way: end
 quietly when the reader of stdout goes away, and say which sub-command to choose.
-
-Outside the layers on purpose: `webhook.cli` and `certs.cli` both use it, and it imports
-nothing of either.
 """
 
 from __future__ import annotations
