@@ -11,6 +11,7 @@ from __future__ import annotations
 import uuid
 from typing import Any
 
+from webhook.api.types import KubeObject
 from webhook.api.workload import TEMPLATE_PATHS
 
 IMAGE = "nvidia/cuda:12.4.1-base-ubuntu22.04"
@@ -22,8 +23,11 @@ WORKLOAD_KINDS = tuple((f"{group}/v1" if group else "v1", kind) for group, kind 
 
 
 def container(
-    name: str = "cuda", limits: dict | None = None, requests: dict | None = None, **extra: Any
-) -> dict:
+    name: str = "cuda",
+    limits: dict[str, Any] | None = None,
+    requests: dict[str, Any] | None = None,
+    **extra: Any,
+) -> KubeObject:
     """A container; `limits`/`requests` go under `resources` only when given (`resources=`
     in `extra` sets the whole section instead, `{}`, None or a list included)."""
     resources = {k: v for k, v in (("limits", limits), ("requests", requests)) if v is not None}
@@ -35,19 +39,19 @@ def container(
     }
 
 
-def gpu_mem(value: Any, name: str = "cuda", **extra: Any) -> dict:
+def gpu_mem(value: Any, name: str = "cuda", **extra: Any) -> KubeObject:
     """A container asking `aliyun.com/gpu-mem: value` (GiB, the gpushare way) in its limits."""
     return container(name, limits={"aliyun.com/gpu-mem": value}, **extra)
 
 
 def pod(
     *containers: Any,
-    init: tuple[dict, ...] = (),
-    annotations: dict | None = None,
-    node_selector: dict | None = None,
+    init: tuple[KubeObject, ...] = (),
+    annotations: dict[str, Any] | None = None,
+    node_selector: dict[str, Any] | None = None,
     name: str = "gpu",
     **spec: Any,
-) -> dict:
+) -> KubeObject:
     """A Pod manifest; with no containers it gets one asking `aliyun.com/gpu-mem: 2`.
 
     `spec` holds other pod spec fields as Kubernetes spells them (`affinity`, `nodeName`,
@@ -68,12 +72,12 @@ def pod(
 
 
 def gpu_pod(
-    limits: dict,
+    limits: dict[str, Any],
     *,
     name: str = "trainer",
     generate_name: str | None = None,
-    node_selector: dict | None = None,
-) -> dict:
+    node_selector: dict[str, Any] | None = None,
+) -> KubeObject:
     """A one-container Pod with `limits` and a secret in its env, as the server tests send it;
     `generate_name` replaces `name` if given, an empty `node_selector` is left out."""
     obj = pod(
@@ -86,7 +90,9 @@ def gpu_pod(
     return obj
 
 
-def workload(api_version: str, kind: str, template_pod: dict, name: str = "gpu") -> dict:
+def workload(
+    api_version: str, kind: str, template_pod: KubeObject, name: str = "gpu"
+) -> KubeObject:
     """`template_pod`'s metadata (less its name) and spec as the pod template of a `kind`.
 
     What `template_pod` lacks, the template lacks too, so a template without metadata or
@@ -114,12 +120,12 @@ def workload(api_version: str, kind: str, template_pod: dict, name: str = "gpu")
     return {"apiVersion": api_version, "kind": kind, "metadata": {"name": name}, "spec": spec}
 
 
-def node(name: str, **labels: str) -> dict:
+def node(name: str, **labels: str) -> KubeObject:
     """A Node with exactly these labels."""
     return {"apiVersion": "v1", "kind": "Node", "metadata": {"name": name, "labels": labels}}
 
 
-def gpu_node(name: str, mem: str | None = None, gpu: str | None = None) -> dict:
+def gpu_node(name: str, mem: str | None = None, gpu: str | None = None) -> KubeObject:
     """A Linux Node with the GPU labels the platform (or `label-node`) sets, those given."""
     labels = {"kubernetes.io/os": "linux"} | ({MEM: mem} if mem else {})
     return node(name, **labels | ({NAME: gpu} if gpu else {}))
@@ -132,7 +138,7 @@ def admission_review(
     namespace: str = "default",
     uid: str | None = None,
     dry_run: bool = False,
-) -> dict:
+) -> KubeObject:
     """An `admission.k8s.io/v1` AdmissionReview request for `obj`, as the apiserver sends it;
     a new uid unless given. `obj` may be anything (the fuzz tests send broken objects)."""
     api_version = obj.get("apiVersion", "v1") if isinstance(obj, dict) else "v1"

@@ -31,6 +31,7 @@ SANS = [
 
 class _Handler(socketserver.BaseRequestHandler):
     def handle(self) -> None:
+        assert isinstance(self.server, _TLSServer)
         try:
             with self.server.context.wrap_socket(self.request, server_side=True) as tls:
                 tls.sendall(b"ok")
@@ -42,13 +43,17 @@ class _Handler(socketserver.BaseRequestHandler):
 class _TLSServer(socketserver.ThreadingTCPServer):
     daemon_threads = True
 
+    def __init__(self, context: ssl.SSLContext) -> None:
+        super().__init__(("127.0.0.1", 0), _Handler)
+        self.context = context
+
 
 @contextlib.contextmanager
 def tls_server(cert: Path, key: Path) -> Iterator[int]:
     """A TLS server on a free 127.0.0.1 port presenting ``cert``; yields the port."""
-    server = _TLSServer(("127.0.0.1", 0), _Handler)
-    server.context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
-    server.context.load_cert_chain(cert, key)
+    context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+    context.load_cert_chain(cert, key)
+    server = _TLSServer(context)
     thread = threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.05})
     thread.start()
     try:
@@ -70,13 +75,13 @@ def handshake(port: int, cafile: Path, name: str) -> bytes:
         return tls.recv(2)
 
 
-def openssl_verify(cafile: Path, cert: Path, *extra: str) -> subprocess.CompletedProcess:
+def openssl_verify(cafile: Path, cert: Path, *extra: str) -> subprocess.CompletedProcess[str]:
     """``openssl verify -CAfile`` on the certificate (``extra`` flags first), output captured."""
     command = ["openssl", "verify", *extra, "-CAfile", str(cafile), str(cert)]
     return subprocess.run(command, capture_output=True, text=True, check=False)
 
 
-def run_certs(*args: str) -> subprocess.CompletedProcess:
+def run_certs(*args: str) -> subprocess.CompletedProcess[str]:
     """``python -m certs ARGS`` in a child process, output captured as text."""
     command = [sys.executable, "-m", "certs", *map(str, args)]
     return subprocess.run(command, capture_output=True, text=True, check=False)

@@ -18,6 +18,7 @@ from __future__ import annotations
 import itertools
 import json
 import os
+import subprocess
 from collections.abc import Iterator
 from dataclasses import dataclass
 
@@ -27,6 +28,7 @@ from tests.support.paths import DATA
 from tools.cluster import binaries, controlplane, fleet, install
 from tools.cluster.controlplane import ControlPlane
 from tools.cluster.install import Installation
+from webhook.api.types import KubeObject
 
 FLEET = DATA / "nodes" / "mixed-fleet.yaml"
 _numbers = itertools.count(1)
@@ -75,13 +77,16 @@ class Namespace:
     name: str
     plane: ControlPlane
 
-    def kubectl(self, *args: str, input: str | None = None, check: bool = True):
+    def kubectl(
+        self, *args: str, input: str | None = None, check: bool = True
+    ) -> subprocess.CompletedProcess[str]:
         """kubectl in this namespace."""
         return self.plane.kubectl("-n", self.name, *args, input=input, check=check)
 
-    def get(self, kind: str, name: str) -> dict:
+    def get(self, kind: str, name: str) -> KubeObject:
         """One stored object as JSON."""
-        return json.loads(self.kubectl("get", kind, name, "-o", "json").stdout)
+        stored: KubeObject = json.loads(self.kubectl("get", kind, name, "-o", "json").stdout)
+        return stored
 
 
 @pytest.fixture

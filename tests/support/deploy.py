@@ -20,6 +20,7 @@ import yaml
 
 from tests.support.kubectl import KUBECTL
 from tests.support.paths import DEPLOY
+from webhook.api.types import KubeObject
 
 BASE, CERT_MANAGER = "", "overlays/cert-manager"
 NS = "lwgpu-system"
@@ -57,10 +58,11 @@ K8S_VERSIONS = ("1.30.0", kubernetes_validate.latest_version())
 CUSTOM_GROUPS = {"cert-manager.io", "monitoring.coreos.com"}
 
 
-def schema_errors(objects: Iterable[dict], version: str) -> tuple[list[str], set[str]]:
+def schema_errors(objects: Iterable[KubeObject], version: str) -> tuple[list[str], set[str]]:
     """kubernetes-validate's strict errors on `objects` for Kubernetes `version`, and the
     kinds of the custom resources it skipped."""
-    errors, custom = [], set()
+    errors: list[str] = []
+    custom: set[str] = set()
     for obj in objects:
         if obj["apiVersion"].split("/")[0] in CUSTOM_GROUPS:
             custom.add(obj["kind"])
@@ -72,7 +74,7 @@ def schema_errors(objects: Iterable[dict], version: str) -> tuple[list[str], set
     return errors, custom
 
 
-def kustomize(target: Path = DEPLOY) -> list[dict]:
+def kustomize(target: Path = DEPLOY) -> list[KubeObject]:
     """The objects `kubectl kustomize <target>` renders (what `kubectl apply -k` installs)."""
     out = subprocess.run(
         [KUBECTL or "kubectl", "kustomize", str(target)],
@@ -85,24 +87,26 @@ def kustomize(target: Path = DEPLOY) -> list[dict]:
 
 
 @functools.cache
-def render(target: str) -> tuple[dict, ...]:
+def render(target: str) -> tuple[KubeObject, ...]:
     """The objects `kubectl kustomize deploy/<target>` renders, cached per target."""
     return tuple(kustomize(DEPLOY / target))
 
 
-def find(kind: str, name: str, target: str = BASE) -> dict:
+def find(kind: str, name: str, target: str = BASE) -> KubeObject:
     """The one rendered object of that kind and name."""
     [obj] = [o for o in render(target) if (o["kind"], o["metadata"]["name"]) == (kind, name)]
     return obj
 
 
-def pod_template(obj: dict) -> dict:
+def pod_template(obj: KubeObject) -> KubeObject:
     """The pod template of a workload (a CronJob's is one level deeper)."""
     spec = obj["spec"]["jobTemplate"]["spec"] if obj["kind"] == "CronJob" else obj["spec"]
-    return spec["template"]
+    template: KubeObject = spec["template"]
+    return template
 
 
-def only_container(kind: str, name: str) -> dict:
+def only_container(kind: str, name: str) -> KubeObject:
     """The single container of a workload's pod."""
-    [container] = pod_template(find(kind, name))["spec"]["containers"]
+    containers: list[KubeObject] = pod_template(find(kind, name))["spec"]["containers"]
+    [container] = containers
     return container

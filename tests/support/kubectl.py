@@ -9,10 +9,13 @@ from __future__ import annotations
 import json
 import shutil
 import subprocess
+from pathlib import Path
+from typing import Any
 
 import pytest
 
 from tools.cluster import binaries
+from webhook.api.types import KubeObject
 
 KUBECTL = (
     str(binaries.path("kubectl")) if binaries.path("kubectl").is_file() else shutil.which("kubectl")
@@ -20,13 +23,13 @@ KUBECTL = (
 requires_kubectl = pytest.mark.skipif(KUBECTL is None, reason="kubectl is not installed")
 
 
-def kubectl_patch(tmp_path, obj: dict, ops: list[dict]) -> dict:
+def kubectl_patch(tmp_path: Path, obj: KubeObject, ops: list[dict[str, Any]]) -> KubeObject:
     """`obj` patched by kubectl's local JSON Patch engine."""
     source = tmp_path / "object.json"
     source.write_text(json.dumps(obj), encoding="utf-8")
     done = subprocess.run(
         [
-            KUBECTL,
+            KUBECTL or "kubectl",
             "patch",
             "--local",
             "--type",
@@ -44,4 +47,5 @@ def kubectl_patch(tmp_path, obj: dict, ops: list[dict]) -> dict:
         check=False,
     )
     assert done.returncode == 0, done.stderr
-    return json.loads(done.stdout)
+    patched: KubeObject = json.loads(done.stdout)
+    return patched
