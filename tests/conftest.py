@@ -4,7 +4,7 @@ own Kubernetes clients need on the real control plane.
 `server` is the real `webhook serve` (gunicorn, 2 workers, real TLS on a free loopback port)
 with the shipped policy, started once per module that asks for it and stopped with SIGTERM
 after its last test; a module changes how it starts by overriding `server_options`, whose dict
-goes to `tests.support.server.serving` (`tls_dir`, `extra_args`, `workers`, ..., and
+goes to `tools.loopback.server.serving` (`tls_dir`, `extra_args`, `workers`, ..., and
 `policies` for another policy file).
 
 `control_plane`, `lwgpu` and `namespace` (tests/support/cluster.py) are imported here, once for
@@ -39,9 +39,9 @@ from tests.support.cluster import (
     pytest_collection_modifyitems,
 )
 from tests.support.paths import DEPLOY, SHIPPED_POLICY
-from tests.support.server import Server, serving
-from tests.support.waiting import wait_for
 from tools.cluster.kubelet import Kubelet
+from tools.loopback.server import Server, serving
+from tools.waiting import wait_for
 from webhook.kube import client as kube_client
 
 # Fixtures, used by name, and the hook that marks the tests reaching `control_plane` `cluster`.

@@ -27,9 +27,9 @@ from tests.reliability.answers import checked_review
 from tests.reliability.load import connect
 from tests.reliability.mutate import FUZZ, corrupted, mutated, nest, print_counts
 from tests.support.builders import admission_review, container, pod, workload
-from tests.support.https_client import Connection
 from tests.support.policies import default_policies
-from tests.support.waiting import wait_for
+from tools.loopback.https_client import Connection
+from tools.waiting import wait_for
 from webhook.admission import review
 
 SELECTOR = {"aliyun.accelerator/nvidia_mem": "2048MiB"}

@@ -15,7 +15,7 @@ import pytest
 from certs import CertError, cli
 from tests.certs.install_cluster import MUTATING, SECRET, T0, VALIDATING
 from tests.support.certs import handshake, run_certs, tls_server
-from tests.support.server import free_port
+from tools.loopback.server import free_port
 
 
 def test_first_run_creates_then_second_run_writes_nothing(cluster, kube_requests):

@@ -33,7 +33,7 @@ from tests.cluster.placement import Fleet, api, expect, observe, owned_pods, pod
 from tests.support.cli import run_cli
 from tests.support.cluster import FLEET
 from tests.support.manifests import documents
-from tests.support.waiting import wait_for
+from tools.waiting import wait_for
 from webhook.core.nodes import pod_fits_node
 
 WARNING = "Warning: lwgpu: "  # how kubectl prints a warning lwgpu's answer carries

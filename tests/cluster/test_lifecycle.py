@@ -58,10 +58,10 @@ from tests.cluster.lifecycle_cases import (
 )
 from tests.support.builders import gpu_mem, pod
 from tests.support.cluster import Namespace
-from tests.support.waiting import wait_for
 from tools.cluster import pki
 from tools.cluster.controlplane import ControlPlane
 from tools.cluster.install import WEBHOOK_PORT, Installation
+from tools.waiting import wait_for
 
 MEM, GPU, PROFILE = "aliyun.accelerator/nvidia_mem", "nvidia.com/gpu", "lwgpu.io/profile"
 ASKS = ("aliyun.com/gpu-mem", "nvidia.com/gpumem")  # what a rewritten pod no longer asks

@@ -28,7 +28,7 @@ from tests.cluster.placement import AFFINITY, outcome
 from tests.support.builders import container, gpu_mem, pod
 from tests.support.manifests import corpus_files, documents
 from tests.support.paths import DATA, EXAMPLE_POLICIES, SHIPPED_POLICY
-from tests.support.waiting import wait_for
+from tools.waiting import wait_for
 from webhook.core.decision import decide
 from webhook.offline.cluster import read_nodes
 from webhook.policy import load_policies

@@ -14,7 +14,7 @@ import yaml
 
 from tests.support.builders import container, pod
 from tests.support.paths import EXAMPLES, SHIPPED_POLICY
-from tests.support.waiting import wait_for
+from tools.waiting import wait_for
 from webhook.core.decision import decide
 from webhook.policy import load_policies
 

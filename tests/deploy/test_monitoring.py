@@ -18,7 +18,7 @@ import yaml
 
 from tests.support.builders import admission_review, gpu_pod
 from tests.support.paths import DEPLOY, SHIPPED_POLICY
-from tests.support.server import serving
+from tools.loopback.server import serving
 
 MONITORING = DEPLOY / "monitoring"
 # A PromQL metric name: lwgpu_ then name characters (labels, functions and ranges never match).

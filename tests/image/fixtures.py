@@ -18,8 +18,8 @@ from typing import Any
 import orjson
 
 from tests.bench.bodies import review, seed_pod
-from tests.support.https_client import NAMESPACE, SERVICE
 from tests.support.paths import REPO, SHIPPED_POLICY
+from tools.loopback.https_client import NAMESPACE, SERVICE
 from webhook.admission import review as decide_review
 from webhook.policy import load_policies
 

@@ -17,8 +17,8 @@ import time
 from pathlib import Path
 from typing import Any
 
-from tests.support.https_client import Connection, client_context
 from tests.support.paths import REPO
+from tools.loopback.https_client import Connection, client_context
 
 # A request: {"method", "path", "body"?}; an answer: {"status": int, "body": str}.
 Request = dict[str, str]

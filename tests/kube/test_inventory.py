@@ -17,8 +17,8 @@ import pytest
 from kubernetes import client
 
 from tests.support.builders import MEM, NAME
-from tests.support.server import free_port
-from tests.support.waiting import wait_for
+from tools.loopback.server import free_port
+from tools.waiting import wait_for
 from webhook.core.nodes import profiles_from_labels
 from webhook.core.placement import best_fit
 from webhook.kube.client import api_client

@@ -14,7 +14,7 @@ import time
 from kubernetes import client
 
 from tests.support.builders import MEM, NAME
-from tests.support.waiting import wait_for
+from tools.waiting import wait_for
 from webhook.kube.inventory import NodeInventory
 
 LOG = "webhook.kube.inventory"

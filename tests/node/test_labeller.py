@@ -24,7 +24,7 @@ from hypothesis import strategies as st
 
 from tests.fakes.nvml import FakeNVML
 from tests.support.builders import MEM
-from tests.support.waiting import wait_for
+from tools.waiting import wait_for
 from webhook.kube.client import core_api
 from webhook.node import labeller
 from webhook.node.nvml import label_value

@@ -36,7 +36,7 @@ from tests.reliability.payloads import (
     update_review,
 )
 from tests.reliability.stalls import KINDS, Stalls
-from tests.support.server import make_certs
+from tools.loopback.server import make_certs
 
 HOLD_S = 8.0  # how long each attack is held while legitimate reviews run
 CLIENTS, PACE_S = 3, 0.2  # legitimate clients, each sending a review every 0.2 s

@@ -41,10 +41,10 @@ from tests.reliability.policy_steps import POLICY, policy_steps
 from tests.reliability.report import row, table
 from tests.support.certs import install_file_by_file
 from tests.support.paths import REPO
-from tests.support.server import make_certs, serving
 from tests.support.volumes import install_secret
-from tests.support.waiting import wait_for
 from tools.cluster import binaries
+from tools.loopback.server import make_certs, serving
+from tools.waiting import wait_for
 
 OUT = REPO / "bench-results" / "reliability-faults.json"
 WARM_UP = 300  # requests before a fault strikes

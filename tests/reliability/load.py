@@ -26,7 +26,7 @@ from typing import Self
 import orjson
 
 from tests.support.builders import admission_review, gpu_pod
-from tests.support.https_client import (
+from tools.loopback.https_client import (
     JSON,
     SNI,
     Connection,
@@ -34,7 +34,7 @@ from tests.support.https_client import (
     raw_request,
     read_response,
 )
-from tests.support.waiting import wait_for
+from tools.waiting import wait_for
 
 BODY = orjson.dumps(admission_review(gpu_pod({"aliyun.com/gpu-mem": 2}), uid="load"))
 HEADERS = {"Content-Type": "application/json"}

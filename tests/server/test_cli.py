@@ -15,8 +15,8 @@ import pytest
 from cryptography import x509
 
 from tests.support.paths import REPO
-from tests.support.server import make_certs, start
-from tests.support.waiting import wait_for
+from tools.loopback.server import make_certs, start
+from tools.waiting import wait_for
 from webhook.cli import main
 from webhook.server import cli
 

@@ -22,8 +22,8 @@ from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
 from certs.authority import Spec, issue_ca, new_key
 from tests.support.builders import admission_review, gpu_pod
 from tests.support.paths import REPO
-from tests.support.server import serving
-from tests.support.waiting import wait_for
+from tools.loopback.server import serving
+from tools.waiting import wait_for
 
 POLICY = REPO / "policies" / "default.yaml"
 REVIEW = admission_review(gpu_pod({"aliyun.com/gpu-mem": 2}), uid="client-ca-review")

@@ -26,8 +26,8 @@ from kubernetes import client
 from tests.fakes.inventory import FakeInventory
 from tests.support.builders import MEM, NAME, admission_review, gpu_pod
 from tests.support.paths import REPO
-from tests.support.server import free_port, serving
-from tests.support.waiting import wait_for
+from tools.loopback.server import free_port, serving
+from tools.waiting import wait_for
 from webhook.core.nodes import profiles_from_labels
 from webhook.policy import load_policies
 from webhook.server.state.discovery import Discovery

@@ -14,8 +14,8 @@ import pytest
 
 from tests.support.builders import admission_review, gpu_pod
 from tests.support.golden import check_golden_json
-from tests.support.https_client import JSON, raw_request, read_response
 from tests.support.paths import GOLDEN
+from tools.loopback.https_client import JSON, raw_request, read_response
 from webhook.server.app.wsgi import create_app
 from webhook.server.limits import MAX_BODY_BYTES, MAX_JSON_CONTAINERS
 

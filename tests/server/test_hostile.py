@@ -18,7 +18,7 @@ import orjson
 import pytest
 
 from tests.support.builders import admission_review, gpu_pod
-from tests.support.https_client import JSON, raw_request, read_response
+from tools.loopback.https_client import JSON, raw_request, read_response
 
 REVIEW = orjson.dumps(admission_review(gpu_pod({"aliyun.com/gpu-mem": 2}), uid="hostile-uid"))
 DEADLINE = 0.5  # every read deadline of this module's server, in seconds

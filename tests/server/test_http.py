@@ -18,7 +18,7 @@ import pytest
 
 from tests.support.builders import admission_review, gpu_pod
 from tests.support.paths import REPO
-from tests.support.waiting import wait_for
+from tools.waiting import wait_for
 
 DEFAULT_POLICY = REPO / "policies" / "default.yaml"
 SEED_SELECTOR = {"aliyun.accelerator/nvidia_mem": "2048MiB"}

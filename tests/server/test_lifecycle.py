@@ -14,10 +14,10 @@ from prometheus_client import CollectorRegistry
 from prometheus_client.multiprocess import MultiProcessCollector
 
 from tests.support.builders import admission_review, gpu_pod
-from tests.support.https_client import JSON, raw_request, read_response
 from tests.support.paths import REPO
-from tests.support.server import serving
-from tests.support.waiting import wait_for
+from tools.loopback.https_client import JSON, raw_request, read_response
+from tools.loopback.server import serving
+from tools.waiting import wait_for
 
 POLICY = REPO / "policies" / "default.yaml"
 SELECTOR = {"aliyun.accelerator/nvidia_mem": "2048MiB"}

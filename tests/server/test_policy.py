@@ -13,9 +13,9 @@ from pathlib import Path
 import pytest
 
 from tests.support.builders import admission_review, gpu_pod
-from tests.support.server import serving
 from tests.support.volumes import ConfigMapVolume
-from tests.support.waiting import wait_for
+from tools.loopback.server import serving
+from tools.waiting import wait_for
 from webhook.policy import load_policies
 from webhook.server.state.policy_store import PolicyStore
 

@@ -6,9 +6,8 @@ nothing it reads.
 
 from __future__ import annotations
 
-from pathlib import Path
+from tools.paths import REPO
 
-REPO = Path(__file__).resolve().parents[2]
 CORPUS = REPO.parent / "shared" / "corpus"
 EXAMPLES = REPO / "examples"
 EXAMPLE_POLICIES = EXAMPLES / "policies"

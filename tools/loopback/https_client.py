@@ -11,6 +11,7 @@ import http.client
 import socket
 import ssl
 from pathlib import Path
+from typing import Any
 
 import orjson
 
@@ -35,9 +36,9 @@ class Connection(http.client.HTTPSConnection):
 
     def __init__(
         self, port: int, context: ssl.SSLContext, server_hostname: str = SNI, timeout: float = 10
-    ):
+    ) -> None:
         super().__init__("127.0.0.1", port, context=context, timeout=timeout)
-        self.server_hostname = server_hostname
+        self.context, self.server_hostname = context, server_hostname
 
     def connect(self) -> None:
         """TCP to 127.0.0.1, TLS with SNI and hostname check against ``server_hostname``."""
@@ -46,17 +47,21 @@ class Connection(http.client.HTTPSConnection):
         # for the server's delayed ACK (~44 ms a kept-alive request). Go's client, the
         # apiserver's, sets TCP_NODELAY too.
         raw.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-        self.sock = self._context.wrap_socket(raw, server_hostname=self.server_hostname)
+        self.sock = self.context.wrap_socket(raw, server_hostname=self.server_hostname)
 
     def call(
-        self, method: str, path: str, body: bytes | None = None, headers: dict | None = None
+        self,
+        method: str,
+        path: str,
+        body: bytes | None = None,
+        headers: dict[str, str] | None = None,
     ) -> tuple[int, http.client.HTTPMessage, bytes]:
         """One request on this (possibly kept-alive) connection: status, headers, body."""
         self.request(method, path, body=body, headers=headers or {})
         response = self.getresponse()
         return response.status, response.headers, response.read()
 
-    def review(self, endpoint: str, review: dict) -> tuple[int, dict]:
+    def review(self, endpoint: str, review: dict[str, Any]) -> tuple[int, Any]:
         """POST an AdmissionReview to ``/mutate`` or ``/validate``; status and parsed body."""
         status, _, data = self.call(
             "POST", f"/{endpoint}", orjson.dumps(review), {"Content-Type": "application/json"}
@@ -70,9 +75,15 @@ def raw_request(method: str, path: str, headers: list[str], body: bytes = b"") -
     return "\r\n".join(head).encode() + body
 
 
-def read_response(sock: ssl.SSLSocket) -> http.client.HTTPResponse:
+class Response(http.client.HTTPResponse):
+    """An HTTP response whose body has been read into ``data``."""
+
+    data: bytes
+
+
+def read_response(sock: ssl.SSLSocket) -> Response:
     """Parse the HTTP response waiting on ``sock``; the body is read into ``.data``."""
-    response = http.client.HTTPResponse(sock)
+    response = Response(sock)
     response.begin()
     response.data = response.read()
     return response

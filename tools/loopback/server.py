@@ -1,6 +1,6 @@
 """Start the real admission server (`python -m webhook serve`) on a free loopback port.
 
-Reusable by any test: `serving(...)` is a context manager that launches gunicorn over real
+For tests and tools alike: `serving(...)` is a context manager that launches gunicorn over real
 TLS with real certificates, polls `/healthz` with a deadline, yields a `Server` with HTTPS
 helpers, and stops it with SIGTERM (the Pod's shutdown path). Stdout (the per-review JSON
 log) and stderr land in files in the given directory.
@@ -18,26 +18,36 @@ import sys
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import orjson
 from prometheus_client.parser import text_string_to_metric_families
 
 import certs
-from tests.support.https_client import NAMESPACE, SERVICE, SNI, Connection, client_context
-from tests.support.paths import REPO
-from tests.support.waiting import wait_for
+from tools.loopback.https_client import NAMESPACE, SERVICE, SNI, Connection, client_context
+from tools.paths import REPO
+from tools.waiting import wait_for
 
 
 def free_port() -> int:
     """A TCP port on 127.0.0.1 that nothing listens on right now."""
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
+        port: int = sock.getsockname()[1]
+        return port
 
 
-def make_certs(directory: Path, **kwargs) -> Path:
+def make_certs(directory: Path, *, days: int = 365, force: bool = False) -> Path:
     """A real CA and serving certificate for the webhook Service and localhost in ``directory``."""
-    certs.generate(directory, SERVICE, NAMESPACE, dns=("localhost",), ips=("127.0.0.1",), **kwargs)
+    certs.generate(
+        directory,
+        SERVICE,
+        NAMESPACE,
+        dns=("localhost",),
+        ips=("127.0.0.1",),
+        days=days,
+        force=force,
+    )
     return directory
 
 
@@ -45,7 +55,7 @@ def make_certs(directory: Path, **kwargs) -> Path:
 class Server:
     """A running `webhook serve`: its process, port, CA and log files."""
 
-    process: subprocess.Popen
+    process: subprocess.Popen[bytes]
     port: int
     ca: Path
     stdout: Path
@@ -74,12 +84,12 @@ class Server:
             status, _, data = conn.call("GET", path)
             return status, data
 
-    def review(self, endpoint: str, review: dict) -> tuple[int, dict]:
+    def review(self, endpoint: str, review: dict[str, Any]) -> tuple[int, Any]:
         """One AdmissionReview on a fresh connection."""
         with contextlib.closing(self.connect()) as conn:
             return conn.review(endpoint, review)
 
-    def metrics(self) -> dict[tuple[str, frozenset], float]:
+    def metrics(self) -> dict[tuple[str, frozenset[tuple[str, str]]], float]:
         """``/metrics`` parsed: (sample name, label items) -> value."""
         status, data = self.get("/metrics")
         assert status == 200, data
@@ -89,7 +99,7 @@ class Server:
             for s in family.samples
         }
 
-    def log_lines(self) -> list[dict]:
+    def log_lines(self) -> list[dict[str, Any]]:
         """The per-review JSON lines the server wrote to stdout so far."""
         return [
             orjson.loads(line) for line in self.stdout.read_bytes().splitlines() if line.strip()
@@ -116,7 +126,7 @@ def start(
     extra_args: tuple[str, ...] = (),
     launcher: tuple[str, ...] = (sys.executable, "-m", "webhook"),
     ca: Path | None = None,
-    **kwargs,
+    **kwargs: Any,
 ) -> Server:
     """Launch ``serve`` with these flags and return once ``/healthz`` answers over verified TLS.
 
@@ -140,7 +150,11 @@ def start(
         str(threads),
         *extra_args,
     ]
-    return launch(command, workdir, port, ca or tls_dir / "ca.crt", **kwargs)
+    if ca is None:
+        if tls_dir is None:
+            raise ValueError("the development certificate's CA must be given as `ca`")
+        ca = tls_dir / "ca.crt"
+    return launch(command, workdir, port, ca, **kwargs)
 
 
 def launch(
@@ -149,7 +163,7 @@ def launch(
     port: int,
     ca: Path,
     *,
-    env: dict | None = None,
+    env: dict[str, str] | None = None,
     timeout: float = 30,
     ready: str = "/healthz",
     server_hostname: str = SNI,
@@ -185,7 +199,7 @@ def launch(
 
 @contextlib.contextmanager
 def serving(
-    workdir: Path, policies: Path, tls_dir: Path | None = None, **kwargs
+    workdir: Path, policies: Path, tls_dir: Path | None = None, **kwargs: Any
 ) -> Iterator[Server]:
     """``start`` (creating certificates in ``workdir/tls`` unless given), yield, then ``stop``."""
     if tls_dir is None:

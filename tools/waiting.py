@@ -1,6 +1,7 @@
 """Waiting for an event instead of sleeping: poll a check until it holds, with a deadline.
 
-For tests that await a background effect (a log line, a reload, a watch event, a retry).
+For tests and tools that await a background effect (a log line, a reload, a watch event, a
+retry).
 """
 
 from __future__ import annotations
