@@ -23,6 +23,7 @@ REASONS: dict[int, StatusReason] = {
     403: "Forbidden",
     404: "NotFound",
     405: "MethodNotAllowed",
+    408: "Timeout",
     413: "RequestEntityTooLarge",
     415: "UnsupportedMediaType",
     500: "InternalError",
@@ -63,7 +64,11 @@ def patched(
 
 
 def errored(code: int, message: str, uid: str | None = None) -> Status:
-    """A `v1 Status` failure for a request that was not reviewed; `details.uid` names it."""
+    """A `v1 Status` failure for a request that was not reviewed; `details.uid` names it.
+
+    The one builder of the body of every non-200 answer: the server's error answers and
+    the worker's 408 for a request not received in time.
+    """
     status: Status = {
         "apiVersion": "v1",
         "kind": "Status",

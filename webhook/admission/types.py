@@ -13,6 +13,7 @@ StatusReason = Literal[
     "Forbidden",
     "NotFound",
     "MethodNotAllowed",
+    "Timeout",
     "RequestEntityTooLarge",
     "UnsupportedMediaType",
     "InternalError",

@@ -21,11 +21,6 @@ Answer = tuple[int, list[tuple[str, str]], bytes]
 log = logging.getLogger(__name__)
 
 
-def status_body(code: int, message: str, uid: str | None = None) -> bytes:
-    """The encoded ``v1 Status`` failure a non-200 answer carries."""
-    return admission.encode(admission.errored(code, message, uid))
-
-
 def json_headers(body: bytes) -> list[tuple[str, str]]:
     """The headers of a JSON answer of ``body``."""
     return [("Content-Type", "application/json"), ("Content-Length", str(len(body)))]
@@ -49,14 +44,19 @@ def http_error(exc: HTTPException, method: str, path: str, uid: str | None) -> A
         allowed = ", ".join(sorted(exc.valid_methods or ()))
         message = f"{method} is not allowed on {path} (allowed: {allowed})"
         extra = [("Allow", allowed)]
-    code = status_code(exc)
-    body = status_body(code, message, uid)
-    return code, [*json_headers(body), *extra], body
+    return _failure(status_code(exc), message, uid, extra)
 
 
 def internal_error(exc: Exception, uid: str | None) -> Answer:
     """Any other exception: logged with its traceback, answered as a 500 ``Status``."""
     log.exception("review %s failed", uid or "(no uid)", exc_info=exc)
     message = f"internal error while reviewing {uid}" if uid else "internal error"
-    body = status_body(500, f"{message}: {type(exc).__name__}", uid)
-    return 500, json_headers(body), body
+    return _failure(500, f"{message}: {type(exc).__name__}", uid)
+
+
+def _failure(
+    code: int, message: str, uid: str | None, extra: list[tuple[str, str]] | None = None
+) -> Answer:
+    # The body is admission's Status, the one every error answer of the server carries.
+    body = admission.encode(admission.errored(code, message, uid))
+    return code, [*json_headers(body), *(extra or ())], body

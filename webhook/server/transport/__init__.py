@@ -3,6 +3,6 @@
 `worker` is gunicorn's gthread worker with the reads moved into the loop, `connection` one
 client's handshake and request read under deadlines, `framing` where a request ends.
 
-Imports: gunicorn and `webhook.server.limits`.
+Imports: gunicorn, `webhook.server.limits` and `webhook.admission` (the `Status` of a 408).
 Never the app (`webhook.server.app`), Flask or prometheus_client: gunicorn calls the app.
 """

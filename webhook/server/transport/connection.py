@@ -25,6 +25,7 @@ from gunicorn.http.unreader import Unreader
 from gunicorn.sock import ssl_wrap_socket
 from gunicorn.workers.gthread import TConn
 
+from webhook.admission import encode, errored
 from webhook.server.limits import Limits
 
 from .framing import ChunkedEnd, head_length
@@ -41,6 +42,13 @@ LINGER_BYTES = 64 * 1024
 HEAD_LIMIT = 64 * 1024
 # Bodies up to this size are read without asking the worker's budget (see ``BodyBudget``).
 SMALL_BODY = 256 * 1024
+# What a client whose request began gets at a read deadline, before the connection closes:
+# a Status like every other error answer of the server.
+_TIMEOUT_STATUS = encode(errored(408, "request not received in time"))
+TIMEOUT_ANSWER = (
+    b"HTTP/1.1 408 Request Timeout\r\nConnection: close\r\nContent-Type: application/json\r\n"
+    b"Content-Length: %d\r\n\r\n%s" % (len(_TIMEOUT_STATUS), _TIMEOUT_STATUS)
+)
 # Go's net/http answers plain HTTP on a TLS port the same way (server.go, serve()).
 PLAIN_HTTP_ANSWER = (
     b"HTTP/1.0 400 Bad Request\r\nConnection: close\r\nContent-Type: text/plain\r\n\r\n"
@@ -300,13 +308,7 @@ class Connection(TConn):  # type: ignore[misc]  # gunicorn has no types: base is
     def expire(self) -> None:
         """Close on a passed deadline; a started request gets a 408 first (best effort)."""
         if self.phase in (Phase.HEAD, Phase.BODY) and self.started:
-            body = b'{"kind":"Status","apiVersion":"v1","status":"Failure","code":408,'
-            body += b'"reason":"Timeout","message":"request not received in time"}'
-            self._send(
-                b"HTTP/1.1 408 Request Timeout\r\nConnection: close\r\n"
-                b"Content-Type: application/json\r\nContent-Length: %d\r\n\r\n%s"
-                % (len(body), body)
-            )
+            self._send(TIMEOUT_ANSWER)
         self.end_request()
         self.close()
 
