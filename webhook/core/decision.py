@@ -19,7 +19,6 @@ from .annotations import misplaced, skip
 from .asks import Ask, Refusal, effective_gpus, pod_mentions_gpu, read_asks
 from .edit import Editor
 from .lifecycle import left_alone
-from .others import exclusions, other_system
 from .oversize import left_unchanged, too_big
 from .placement import (
     best_fit,
@@ -30,6 +29,7 @@ from .placement import (
     without_selector,
 )
 from .rewrite import keep_off, rewrite
+from .sharing import exclusions, other_system
 
 Outcome = Literal["skipped", "allowed", "mutated", "denied"]
 

@@ -30,8 +30,8 @@ from .model import (
     is_glob,
     pattern_rank,
 )
-from .others import load_leave_alone, load_placement, load_whole_gpu_pods
 from .profiles import load_profiles
+from .sharing import load_leave_alone, load_placement, load_whole_gpu_pods
 from .yamldocs import YamlError, load_all
 
 _NAMESPACE_PATTERN = re.compile(r"[a-z0-9*?]([-a-z0-9*?]{0,61}[a-z0-9*?])?")
