@@ -9,6 +9,8 @@ function), `kube` (client code), then the shells `server`, `offline` and `node`,
 from importlib import resources
 from pathlib import Path
 
+# The one version: pyproject.toml reads it; the chart and the image carry copies that
+# tests/deploy/test_version.py compares with it.
 __version__ = "0.1.0"
 # The shipped policy is package data: `webhook/defaults` is a link to the checkout's
 # `policies/` (its one copy), whose `*.yaml` the wheel carries, so the CLI finds it from any

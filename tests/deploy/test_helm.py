@@ -21,6 +21,7 @@ from tests.support import helm
 from tests.support.deploy import K8S_VERSIONS, kustomize, schema_errors
 from tests.support.kubectl import requires_kubectl
 from tests.support.paths import DEPLOY, EXAMPLE_POLICIES, SHIPPED_POLICY
+from webhook import __version__
 
 # The labels Helm's own templates add; kustomize's part-of label is on both renders.
 HELM_LABELS = {
@@ -132,7 +133,7 @@ VALUE_EFFECTS: list[tuple[str, list[str], Callable[[list[dict]], bool]]] = [
         [],
         lambda objs: (
             workload_spec(objs, "Deployment", "lwgpu-webhook")["containers"][0]["image"]
-            == "ghcr.io/lwgpu/lwgpu:0.1.0"
+            == f"ghcr.io/lwgpu/lwgpu:{__version__}"
         ),
     ),
     (

@@ -9,8 +9,9 @@ import pytest
 
 from tests.support.deploy import SERVE_ARGS, WORKLOADS, find, only_container, pod_template
 from tests.support.kubectl import requires_kubectl
+from webhook import __version__
 
-IMAGE = "ghcr.io/lwgpu/lwgpu:0.1.0"
+IMAGE = f"ghcr.io/lwgpu/lwgpu:{__version__}"  # the install runs this release's image
 
 
 POD_CHECKS = [  # (what, value read from the pod spec, expected)
