@@ -6,7 +6,7 @@ nothing it reads.
 
 from __future__ import annotations
 
-from tools.paths import REPO
+from tools.paths import REPO as REPO  # re-exported: tests take every path from here
 
 CORPUS = REPO.parent / "shared" / "corpus"
 EXAMPLES = REPO / "examples"
