@@ -54,17 +54,17 @@ ci:
 helm: $(VENV)/.installed
 	$(PY) -m tests.support.helm
 
-# Build deploy/Dockerfile with podman and check the running image (see tests/image/).
+# Build deploy/Dockerfile with podman and check the running image (see tools/image/).
 image-test: $(VENV)/.installed
-	$(PY) -m tests.image
+	$(PY) -m tools.image
 
-# The fast part of the hostile-network attack suite (tests/reliability/attacks.py): each kind of
+# The fast part of the hostile-network attack suite (tools/reliability/attacks.py): each kind of
 # stalled connection held 256 times, and a connect flood; fails below 99% of legitimate reviews
-# answered within 5 s or on any 5xx. `$(PY) -m tests.reliability.attacks` runs every attack.
+# answered within 5 s or on any 5xx. `$(PY) -m tools.reliability.attacks` runs every attack.
 ATTACKS_FAST := "256 x tcp only" "256 x client-hello byte" "256 x after handshake" \
 	"256 x slow head" "256 x short body" "300 TCP connects in 0.3 s"
 attacks-fast: $(VENV)/.installed
-	$(PY) -m tests.reliability.attacks $(ATTACKS_FAST) --fail-under 99 \
+	$(PY) -m tools.reliability.attacks $(ATTACKS_FAST) --fail-under 99 \
 		--out build/reliability-attacks-fast.json
 
 # The real Kubernetes control plane the cluster tests run against (tests/cluster/): etcd,

@@ -2,7 +2,7 @@
 duplicate container names, `resources` as `{}`, null or a list, 100 KB values.
 
 The review completes (the test asserts that it returns, never how fast), the answer is
-well-formed (`tests/reliability/answers.py`: the patch applies with `jsonpatch`, yields the
+well-formed (`tests/support/answers.py`: the patch applies with `jsonpatch`, yields the
 decision's object and is stable under a second review), the patch also applies with
 Kubernetes' own engine (`kubectl patch --local --type json`, skipped without kubectl), and a
 denial stays short whatever the pod carries.
@@ -15,7 +15,7 @@ import re
 
 import pytest
 
-from tests.reliability.answers import MESSAGE_LIMIT, checked_review, patch_of
+from tests.support.answers import MESSAGE_LIMIT, checked_review, patch_of
 from tests.support.builders import admission_review, container, pod, workload
 from tests.support.kubectl import kubectl_patch, requires_kubectl
 

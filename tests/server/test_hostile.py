@@ -1,6 +1,6 @@
 """A misbehaving client on the pod network, against the real server (1 worker x 2 threads).
 
-Each test is the fast, deterministic half of an attack in tests/reliability/attacks.py:
+Each test is the fast, deterministic half of an attack in tools/reliability/attacks.py:
 connections that stall at every phase of a request must not keep a review from being
 answered, a stalled request is cut off at its deadline (408 once it began), malformed
 chunked framing is a 400 with no traceback and no 5xx, and the read deadlines come from

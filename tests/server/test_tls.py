@@ -22,11 +22,10 @@ from cryptography import x509
 from cryptography.hazmat.primitives.serialization import Encoding
 
 from tests.support.builders import admission_review, gpu_pod
-from tests.support.certs import install_file_by_file
 from tests.support.paths import REPO
 from tests.support.volumes import install_secret
 from tools.loopback.https_client import SNI, Connection, client_context
-from tools.loopback.server import make_certs, serving
+from tools.loopback.server import install_file_by_file, make_certs, serving
 from tools.waiting import wait_for
 from webhook.server.state.tls import CertificateReloader
 from webhook.server.transport.connection import PLAIN_HTTP_ANSWER

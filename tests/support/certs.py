@@ -1,13 +1,11 @@
 """Certificate helpers shared by the certs and server tests: the service names the generated
 certificates cover, a TLS server presenting a certificate on loopback, a hostname-checking
-handshake against it, `openssl verify`, `python -m certs` in a child process, and installing a
-new set the way `certs generate` writes one (file by file, each via rename).
+handshake against it, `openssl verify` and `python -m certs` in a child process.
 """
 
 from __future__ import annotations
 
 import contextlib
-import os
 import shutil
 import socket
 import socketserver
@@ -88,11 +86,3 @@ def run_certs(*args: str) -> subprocess.CompletedProcess[str]:
 
 
 needs_openssl = pytest.mark.skipif(shutil.which("openssl") is None, reason="openssl not installed")
-
-
-def install_file_by_file(live: Path, source: Path, version: str) -> None:
-    """What ``certs generate`` does: key first, then certificate, each via rename."""
-    live.mkdir(exist_ok=True)
-    for name in ("ca.crt", "tls.key", "tls.crt"):
-        shutil.copy(source / name, live / f".{name}.{version}")
-        os.replace(live / f".{name}.{version}", live / name)

@@ -10,34 +10,16 @@ with the build hint (fail under CI=true): see `tests.support.cluster.require_bin
 
 from __future__ import annotations
 
-import functools
 from pathlib import Path
 
-from tests.support import deploy
 from tests.support.cluster import require_binaries
 from tools.cluster import volumes
 
-TLS_FILES = ("tls.crt", "tls.key", "ca.crt")  # a kubernetes.io/tls Secret with its CA
-
-
-@functools.cache
-def _default_modes() -> dict[str, int]:
-    """The webhook Deployment's Secret and ConfigMap volumes by name: their `defaultMode`."""
-    template = deploy.pod_template(deploy.find("Deployment", "lwgpu-webhook"))
-    return {
-        volume["name"]: source.get("defaultMode", volumes.DEFAULT_MODE)
-        for volume in template["spec"]["volumes"]
-        for kind in ("secret", "configMap")
-        if (source := volume.get(kind)) is not None
-    }
-
 
 def install_secret(live: Path, source: Path) -> None:
-    """What kubelet does to the webhook's `tls` volume at `live` when the Secret becomes the
-    certificate set in `source` (the first time: populates it)."""
+    """`tools.cluster.volumes.install_secret`, skipped where the binaries are not built."""
     require_binaries()
-    files = {name: (source / name).read_bytes() for name in TLS_FILES}
-    volumes.atomic_write(live, files, _default_modes()["tls"])
+    volumes.install_secret(live, source)
 
 
 class ConfigMapVolume:
@@ -52,5 +34,5 @@ class ConfigMapVolume:
     def write(self, text: str) -> None:
         """Publish `text` as the ConfigMap's new `policy.yaml`, as kubelet does."""
         volumes.atomic_write(
-            self.root, {"policy.yaml": text.encode()}, _default_modes()["policies"]
+            self.root, {"policy.yaml": text.encode()}, volumes.webhook_modes()["policies"]
         )

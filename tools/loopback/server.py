@@ -3,13 +3,15 @@
 For tests and tools alike: `serving(...)` is a context manager that launches gunicorn over real
 TLS with real certificates, polls `/healthz` with a deadline, yields a `Server` with HTTPS
 helpers, and stops it with SIGTERM (the Pod's shutdown path). Stdout (the per-review JSON
-log) and stderr land in files in the given directory.
+log) and stderr land in files in the given directory. `make_certs` creates a certificate set
+for it and `install_file_by_file` swaps one in as `certs generate` does.
 """
 
 from __future__ import annotations
 
 import contextlib
 import os
+import shutil
 import signal
 import socket
 import ssl
@@ -49,6 +51,15 @@ def make_certs(directory: Path, *, days: int = 365, force: bool = False) -> Path
         force=force,
     )
     return directory
+
+
+def install_file_by_file(live: Path, source: Path, version: str) -> None:
+    """Swap the set in ``source`` into the TLS directory ``live`` as ``certs generate`` writes
+    one: key first, then certificate, each via rename."""
+    live.mkdir(exist_ok=True)
+    for name in ("ca.crt", "tls.key", "tls.crt"):
+        shutil.copy(source / name, live / f".{name}.{version}")
+        os.replace(live / f".{name}.{version}", live / name)
 
 
 @dataclass

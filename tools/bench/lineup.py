@@ -117,11 +117,11 @@ def contenders(
         elif name in ("flask", "wsgi"):
             found.append(
                 Contender(
-                    name, "tests.bench.noop", [*python, *(["--bare"] if name == "wsgi" else [])]
+                    name, "tools.bench.noop", [*python, *(["--bare"] if name == "wsgi" else [])]
                 )
             )
         elif name in PARTS:
-            found.append(Contender(name, "tests.bench.parts", [*python, "--without", PARTS[name]]))
+            found.append(Contender(name, "tools.bench.parts", [*python, "--without", PARTS[name]]))
         elif binary is None:
             skipped[name] = why
         elif name == "go":

@@ -1,4 +1,4 @@
-"""The hostile-network attack suite: `python -m tests.reliability.attacks [ATTACK ...]`.
+"""The hostile-network attack suite: `python -m tools.reliability.attacks [ATTACK ...]`.
 
 Starts `webhook serve` as deploy/ runs it (2 workers x 8 threads, stdout a pipe shared by
 the workers) on loopback, then for each attack: holds the attack while three clients send
@@ -28,15 +28,15 @@ from pathlib import Path
 import orjson
 from prometheus_client.parser import text_string_to_metric_families
 
-from tests.bench import bodies, procs
-from tests.reliability.payloads import (
+from tools.bench import bodies, procs
+from tools.loopback.server import make_certs
+from tools.reliability.payloads import (
     dense_review,
     hostile_names,
     init_containers_pod,
     update_review,
 )
-from tests.reliability.stalls import KINDS, Stalls
-from tools.loopback.server import make_certs
+from tools.reliability.stalls import KINDS, Stalls
 
 HOLD_S = 8.0  # how long each attack is held while legitimate reviews run
 CLIENTS, PACE_S = 3, 0.2  # legitimate clients, each sending a review every 0.2 s
@@ -255,7 +255,7 @@ def table(rows: list[dict]) -> str:
 def main(argv: list[str] | None = None) -> int:
     """Run the chosen attacks (all by default) against one server; print and save the table."""
     parser = argparse.ArgumentParser(
-        prog="python -m tests.reliability.attacks", description=__doc__.split("\n\n")[0]
+        prog="python -m tools.reliability.attacks", description=__doc__.split("\n\n")[0]
     )
     parser.add_argument("attacks", nargs="*", metavar="ATTACK", help="attack names (default all)")
     parser.add_argument("--out", type=Path, default=OUT, help="JSON file (default %(default)s)")

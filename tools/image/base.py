@@ -12,7 +12,7 @@ import hashlib
 import json
 from pathlib import Path
 
-from tests.image.tools import podman, podman_ok, run_logged
+from tools.image.programs import podman, podman_ok, run_logged
 
 SUITE = "bookworm"
 PACKAGES = ("python3", "python3-venv", "python-is-python3", "ca-certificates")

@@ -16,7 +16,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
-from tests.image.tools import podman, podman_ok
+from tools.image.programs import podman, podman_ok
 
 
 def _ulimit(name: str, limit: int, ceiling: Path) -> str:

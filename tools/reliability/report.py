@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from tests.reliability.load import Record
+from tools.reliability.load import Record
 
 
 def row(

@@ -1,9 +1,9 @@
 """Run the benchmarks of issues 7 and 19, print Markdown tables, write them as JSON.
 
-    .venv/bin/python -m tests.bench.run                 # everything, about 9 minutes
-    .venv/bin/python -m tests.bench.run --quick         # shorter runs, for a smoke check
-    .venv/bin/python -m tests.bench.run --only inprocess growth
-    .venv/bin/python -m tests.bench.run --only e2e --against HEAD~1 --peers webhook wsgi
+    .venv/bin/python -m tools.bench.run                 # everything, about 9 minutes
+    .venv/bin/python -m tools.bench.run --quick         # shorter runs, for a smoke check
+    .venv/bin/python -m tools.bench.run --only inprocess growth
+    .venv/bin/python -m tools.bench.run --only e2e --against HEAD~1 --peers webhook wsgi
 
 Parts: `inprocess` (one review vs the JSON floor), `growth` (1..256 containers),
 `breakdown` (the webhook's and the no-op's WSGI apps called directly, and where the
@@ -57,7 +57,7 @@ def _load() -> str:
 
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
-        prog="python -m tests.bench.run",
+        prog="python -m tools.bench.run",
         description=__doc__,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
@@ -145,12 +145,12 @@ def run(args: argparse.Namespace) -> dict:
 
 
 def _breakdown(scratch: Path, budget_s: float) -> dict:
-    # A process of its own: see the docstring of tests.bench.wsgi.
+    # A process of its own: see the docstring of tools.bench.wsgi.
     (scratch / "metrics").mkdir()
     env = {**os.environ, "PROMETHEUS_MULTIPROC_DIR": str(scratch / "metrics")}
     out = scratch / "breakdown.json"
     subprocess.run(
-        [sys.executable, "-m", "tests.bench.wsgi", str(out), str(budget_s)],
+        [sys.executable, "-m", "tools.bench.wsgi", str(out), str(budget_s)],
         cwd=OUT.parent,
         env=env,
         check=True,

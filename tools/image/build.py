@@ -12,8 +12,8 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from tests.image.tools import podman_ok, run_logged
-from tests.support.paths import DEPLOY, REPO
+from tools.image.programs import podman_ok, run_logged
+from tools.paths import REPO
 
 IMAGE = "localhost/lwgpu:image-test"
 MIB = 1024 * 1024
@@ -35,7 +35,7 @@ def build(base: str, log: Path) -> None:
         *("podman", "build", "--isolation", "chroot", "--network", "host", "--pull=never"),
         *secret,
         *("--build-arg", f"PYTHON_IMAGE={base}"),
-        *("--file", str(DEPLOY / "Dockerfile"), "--tag", IMAGE, str(REPO)),
+        *("--file", str(REPO / "deploy" / "Dockerfile"), "--tag", IMAGE, str(REPO)),
     ]
     run_logged(command, log, timeout=1200)
 

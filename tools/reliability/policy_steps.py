@@ -12,10 +12,8 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
-from tests.support.paths import REPO
 from webhook.policy import load_documents
 
-POLICY = REPO / "policies" / "default.yaml"
 # The last good policy of the run: the two small classes are gone, so a 2 GiB ask now gets
 # GRID-P4-4Q. Answers naming it prove the server decides with this policy, not the first.
 EDITED = """\

@@ -25,7 +25,7 @@ from typing import Self
 
 import orjson
 
-from tests.support.builders import admission_review, gpu_pod
+from tools.bench import bodies
 from tools.loopback.https_client import (
     JSON,
     SNI,
@@ -36,7 +36,8 @@ from tools.loopback.https_client import (
 )
 from tools.waiting import wait_for
 
-BODY = orjson.dumps(admission_review(gpu_pod({"aliyun.com/gpu-mem": 2}), uid="load"))
+# The seed pod (it asks `aliyun.com/gpu-mem: 2`) as the apiserver sends it.
+BODY = bodies.body(bodies.seed_pod())
 HEADERS = {"Content-Type": "application/json"}
 # The warning names the class chosen: "lwgpu: ... -> nvidia.com/gpu=1 on GRID-P4-2Q (...)".
 PROFILE = re.compile(r" on (\S+) \(")

@@ -13,7 +13,7 @@ import shutil
 import subprocess
 from pathlib import Path
 
-TOOLS = ("podman", "runc", "mmdebstrap", "nsenter")
+PROGRAMS = ("podman", "runc", "mmdebstrap", "nsenter")
 APT_PACKAGES = ("podman", "runc", "mmdebstrap")
 
 
@@ -40,8 +40,8 @@ def _tail(log: Path, lines: int = 25) -> str:
 
 
 def missing() -> list[str]:
-    """The tools not on PATH."""
-    return [tool for tool in TOOLS if shutil.which(tool) is None]
+    """The programs not on PATH."""
+    return [program for program in PROGRAMS if shutil.which(program) is None]
 
 
 def ensure(log: Path) -> tuple[str | None, str]:

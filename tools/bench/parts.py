@@ -1,6 +1,6 @@
 """`webhook serve` with one part of a review switched off: its end-to-end cost, by difference.
 
-`python -m tests.bench.parts --without PART --port P --tls-cert F --tls-key F` runs the
+`python -m tools.bench.parts --without PART --port P --tls-cert F --tls-key F` runs the
 webhook's own gunicorn application (`WebhookApplication.load` after the fork: the policy
 poller, multi-process metrics, the review endpoint, stdout as the server's) with one part
 replaced in each worker:
@@ -21,7 +21,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from tests.bench.noop import loopback_parser, loopback_settings
+from tools.bench.noop import loopback_parser, loopback_settings
 from webhook.server.master import WebhookApplication
 
 WITHOUT = ("access-log", "metrics", "decision")
@@ -60,7 +60,7 @@ class PartsApplication(WebhookApplication):
 
 def main(argv: list[str] | None = None) -> None:
     """Serve on 127.0.0.1 until SIGTERM."""
-    parser = loopback_parser("python -m tests.bench.parts", __doc__)
+    parser = loopback_parser("python -m tools.bench.parts", __doc__)
     parser.add_argument("--without", choices=WITHOUT, required=True)
     args = parser.parse_args(argv)
     application = PartsApplication(loopback_settings(args))

@@ -1,4 +1,4 @@
-"""Faults under load: `python -m tests.reliability.faults [--out FILE]`.
+"""Faults under load: `python -m tools.reliability.faults [--out FILE]`.
 
 Starts `webhook serve` (2 gthread workers, real TLS, loopback) once per fault, drives it
 with `load.Load`, strikes, and prints one table row per fault: requests, failed requests,
@@ -35,16 +35,16 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-from tests.reliability import procfs
-from tests.reliability.load import Load, Record
-from tests.reliability.policy_steps import POLICY, policy_steps
-from tests.reliability.report import row, table
-from tests.support.certs import install_file_by_file
-from tests.support.paths import REPO
-from tests.support.volumes import install_secret
 from tools.cluster import binaries
-from tools.loopback.server import make_certs, serving
+from tools.cluster.volumes import install_secret
+from tools.loopback.server import install_file_by_file, make_certs, serving
+from tools.paths import REPO
+from tools.reliability import procfs
+from tools.reliability.load import Load, Record
+from tools.reliability.policy_steps import policy_steps
+from tools.reliability.report import row, table
 from tools.waiting import wait_for
+from webhook import DEFAULT_POLICIES
 
 OUT = REPO / "bench-results" / "reliability-faults.json"
 WARM_UP = 300  # requests before a fault strikes
@@ -64,7 +64,7 @@ def _served(expected: str) -> Callable[[Record], bool]:
 def kill_worker(work: Path) -> dict:
     """(a) SIGKILL one of the two workers under load."""
     with (
-        serving(work, POLICY, workers=2, threads=4) as server,
+        serving(work, DEFAULT_POLICIES, workers=2, threads=4) as server,
         Load(server.port, [server.ca], keepalive=4, slow=2) as load,
     ):
         load.wait_requests(WARM_UP)
@@ -101,7 +101,7 @@ def policy_faults(work: Path) -> dict:
     """(b) Edit, corrupt, truncate, empty, delete and restore the policy file under load."""
     live = work / "policies" / "default.yaml"
     live.parent.mkdir()
-    shutil.copy(POLICY, live)
+    shutil.copy(DEFAULT_POLICIES, live)
     with (
         serving(work, live, workers=2, threads=4) as server,
         Load(server.port, [server.ca], keepalive=4, slow=2) as load,
@@ -157,7 +157,7 @@ def rotate_certificates(work: Path) -> dict:
     install_secret(live, sets[0])
     cas = [s / "ca.crt" for s in sets]
     with (
-        serving(work, POLICY, live, workers=2, threads=4) as server,
+        serving(work, DEFAULT_POLICIES, live, workers=2, threads=4) as server,
         Load(server.port, cas, keepalive=1, fresh=6) as load,
     ):
         load.wait_requests(WARM_UP)
@@ -211,7 +211,7 @@ def _der(cert_set: Path) -> bytes:
 def terminate_master(work: Path) -> dict:
     """(d) SIGTERM the gunicorn master while slow requests are in flight."""
     with (
-        serving(work, POLICY, workers=2, threads=4) as server,
+        serving(work, DEFAULT_POLICIES, workers=2, threads=4) as server,
         Load(server.port, [server.ca], keepalive=4, slow=4, pause=0.5) as load,
     ):
         # Slow clients spend most of each request paused mid-body: some are always in flight.
@@ -248,7 +248,7 @@ FAULTS = {
 def main(argv: list[str] | None = None) -> int:
     """Run the chosen faults (all by default), print the table, write the JSON."""
     parser = argparse.ArgumentParser(
-        prog="python -m tests.reliability.faults", description=__doc__.split("\n\n")[0]
+        prog="python -m tools.reliability.faults", description=__doc__.split("\n\n")[0]
     )
     parser.add_argument(
         "faults",
@@ -263,7 +263,7 @@ def main(argv: list[str] | None = None) -> int:
         parser.error(f"unknown fault {', '.join(sorted(unknown))}; choose from {', '.join(FAULTS)}")
     args.faults = args.faults or list(FAULTS)
     if "rotate-certs" in args.faults and (absent := binaries.missing()):
-        # install_secret would skip as a test does; a script says so before any fault runs.
+        # Said before any fault runs, not when the third one reaches install_secret.
         parser.error(
             f"rotate-certs writes the Secret volume with kubelet's AtomicWriter, and "
             f"{', '.join(absent)} not built; {binaries.HOW_TO_BUILD}"

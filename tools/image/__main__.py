@@ -14,11 +14,11 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TypeVar
 
-from tests.image.base import base_image
-from tests.image.build import IMAGE, build
-from tests.image.checks import check_all
-from tests.image.tools import StepFailed, ensure, podman_ok
-from tests.support.paths import REPO
+from tools.image.base import base_image
+from tools.image.build import IMAGE, build
+from tools.image.checks import check_all
+from tools.image.programs import StepFailed, ensure, podman_ok
+from tools.paths import REPO
 
 CACHE = REPO / "build" / "image"
 T = TypeVar("T")

@@ -1,4 +1,4 @@
-"""Build the Go peers (`tests/bench/peers/`) with the local Go toolchain, offline.
+"""Build the Go peers (`tools/bench/peers/`) with the local Go toolchain, offline.
 
 The peers use the standard library only and their `go.mod` requires nothing, so the build
 needs no module proxy: `GOPROXY=off` makes a missing dependency an error instead of a

@@ -1,6 +1,6 @@
 """Where the end-to-end difference goes: the WSGI apps called directly, and their parts.
 
-`python -m tests.bench.wsgi OUT.json [BUDGET_S]` times, in turns, one POST /mutate
+`python -m tools.bench.wsgi OUT.json [BUDGET_S]` times, in turns, one POST /mutate
 through the webhook's app, the Flask no-op and the bare WSGI floor (no gunicorn, no
 TLS), the review alone, the floors' JSON round trip, one metrics observation and one
 access-log line. The webhook's difference to the bare floor that the parts do not explain

@@ -3,7 +3,7 @@
 The containers run with `--network none` (port 8443 of this machine may be taken, and the
 image needs no network), so `ask` runs this module under `nsenter --net` in the container's
 network namespace: there 127.0.0.1:8443 is the server. The client is the server tests' one
-(`tests/support/https_client.py`): it trusts only the generated CA and sends the Service's
+(`tools/loopback/https_client.py`): it trusts only the generated CA and sends the Service's
 name as SNI, as the apiserver does. Run as a module it reads a JSON list of requests and
 prints the JSON list of answers.
 """
@@ -17,8 +17,8 @@ import time
 from pathlib import Path
 from typing import Any
 
-from tests.support.paths import REPO
 from tools.loopback.https_client import Connection, client_context
+from tools.paths import REPO
 
 # A request: {"method", "path", "body"?}; an answer: {"status": int, "body": str}.
 Request = dict[str, str]
@@ -34,7 +34,7 @@ def ask(pid: int, ca: Path, requests: list[Request], requests_file: Path) -> lis
     requests_file.write_text(json.dumps(requests))
     command = [
         *("nsenter", f"--net=/proc/{pid}/ns/net"),
-        *(sys.executable, "-m", "tests.image.probe", str(pid), str(ca), str(requests_file)),
+        *(sys.executable, "-m", "tools.image.probe", str(pid), str(ca), str(requests_file)),
     ]
     done = subprocess.run(
         command, cwd=REPO, capture_output=True, text=True, timeout=START_TIMEOUT + 30

@@ -1,6 +1,6 @@
 """The Python floors: `webhook serve`'s gunicorn, settings and TLS, answering without deciding.
 
-`python -m tests.bench.noop --port P --tls-cert F --tls-key F [--bare] [--workers N] [--threads N]`
+`python -m tools.bench.noop --port P --tls-cert F --tls-key F [--bare] [--workers N] [--threads N]`
 runs the webhook's own gunicorn application class (the same worker class, keep-alive, the
 reloading TLS context, the same hooks) with an app that parses each AdmissionReview and
 answers "allowed" for its uid: the JSON and HTTP stack with no decision, no logging and no
@@ -95,7 +95,7 @@ def loopback_settings(args: argparse.Namespace) -> ServeSettings:
 
 def main(argv: list[str] | None = None) -> None:
     """Serve the no-op app on 127.0.0.1 until SIGTERM."""
-    parser = loopback_parser("python -m tests.bench.noop", __doc__)
+    parser = loopback_parser("python -m tools.bench.noop", __doc__)
     parser.add_argument("--bare", action="store_true", help="plain WSGI instead of Flask")
     args = parser.parse_args(argv)
     application = NoopApplication(loopback_settings(args))

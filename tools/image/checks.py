@@ -17,11 +17,11 @@ from typing import Any, NamedTuple
 
 import orjson
 
-from tests.image.build import size_mib
-from tests.image.container import Containers, started
-from tests.image.fixtures import IMAGE_USER, certificates, policy_dir, seed_review
-from tests.image.probe import Answer, ask
-from tests.image.tools import podman, podman_ok
+from tools.image.build import size_mib
+from tools.image.container import Containers, started
+from tools.image.fixtures import IMAGE_USER, certificates, policy_dir, seed_review
+from tools.image.probe import Answer, ask
+from tools.image.programs import podman, podman_ok
 
 MAX_MIB = 250
 TLS, POLICIES = "/etc/lwgpu/tls", "/etc/lwgpu/policies"

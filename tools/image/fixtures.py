@@ -17,9 +17,10 @@ from typing import Any
 
 import orjson
 
-from tests.bench.bodies import review, seed_pod
-from tests.support.paths import REPO, SHIPPED_POLICY
+from tools.bench.bodies import review, seed_pod
 from tools.loopback.https_client import NAMESPACE, SERVICE
+from tools.paths import REPO
+from webhook import DEFAULT_POLICIES
 from webhook.admission import review as decide_review
 from webhook.policy import load_policies
 
@@ -48,7 +49,7 @@ def policy_dir(workdir: Path, name: str, *, broken: bool) -> Path:
     """A policy directory holding the shipped policy, and a broken file beside it if asked."""
     directory = workdir / name
     directory.mkdir(mode=0o755)
-    shutil.copy(SHIPPED_POLICY, directory / "default.yaml")
+    shutil.copy(DEFAULT_POLICIES, directory / "default.yaml")
     if broken:
         (directory / "broken.yaml").write_text(BROKEN_POLICY)
     for path in directory.iterdir():
@@ -60,5 +61,5 @@ def seed_review() -> tuple[str, dict[str, Any]]:
     """(the seed pod's AdmissionReview as the apiserver sends it, the answer the code in this
     checkout gives it with the shipped policy)."""
     body = review(seed_pod())
-    expected = decide_review(body, load_policies(SHIPPED_POLICY)).response
+    expected = decide_review(body, load_policies(DEFAULT_POLICIES)).response
     return orjson.dumps(body).decode(), orjson.loads(orjson.dumps(expected))

@@ -1,4 +1,4 @@
-"""The large and hostile review bodies of the attack suite (tests/reliability/attacks.py), each
+"""The large and hostile review bodies of the attack suite (tools/reliability/attacks.py), each
 within the server's 7 MiB body cap: what a real apiserver could send at worst, and what a
 client on the pod network could send instead.
 """
@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import orjson
 
-from tests.bench import bodies
+from tools.bench import bodies
 
 
 def update_review(obj: dict) -> bytes:
