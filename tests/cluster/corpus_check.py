@@ -34,7 +34,7 @@ from tests.support.cli import run_cli
 from tests.support.cluster import FLEET
 from tests.support.manifests import documents
 from tools.waiting import wait_for
-from webhook.core.nodes import pod_fits_node
+from webhook.scheduling import pod_fits_node
 
 WARNING = "Warning: lwgpu: "  # how kubectl prints a warning lwgpu's answer carries
 # Fields that differ between any two creations of one manifest; the names of the projected

@@ -26,7 +26,7 @@ from typing import Any
 
 from webhook.api.quantity import parse
 from webhook.api.workload import dig, group_of, template_path
-from webhook.core.nodes import pod_fits_node
+from webhook.scheduling import pod_fits_node
 
 SCHEDULER = "default-scheduler"
 AFFINITY = "node(s) didn't match Pod's node affinity/selector"

@@ -15,8 +15,8 @@ from kubernetes import client
 
 from tests.fakes.inventory import FakeInventory
 from tests.support.builders import MEM, NAME
-from webhook.core.nodes import profiles_from_labels
 from webhook.kube.inventory import NodeInventory
+from webhook.scheduling import profiles_from_labels
 
 BOUNDARY = ["profiles", "age_seconds", "running", "stop"]
 

@@ -19,11 +19,11 @@ from kubernetes import client
 from tests.support.builders import MEM, NAME
 from tools.loopback.server import free_port
 from tools.waiting import wait_for
-from webhook.core.nodes import profiles_from_labels
 from webhook.core.placement import best_fit
 from webhook.kube.client import api_client
 from webhook.kube.inventory import NodeInventory
 from webhook.policy import Profile
+from webhook.scheduling import profiles_from_labels
 
 LOG = "webhook.kube.inventory"
 

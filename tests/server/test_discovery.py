@@ -28,8 +28,8 @@ from tests.support.builders import MEM, NAME, admission_review, gpu_pod
 from tests.support.paths import REPO
 from tools.loopback.server import free_port, serving
 from tools.waiting import wait_for
-from webhook.core.nodes import profiles_from_labels
 from webhook.policy import load_policies
+from webhook.scheduling import profiles_from_labels
 from webhook.server.state.discovery import Discovery
 
 REVIEW = admission_review(gpu_pod({"aliyun.com/gpu-mem": 5}), uid="discovery-review")

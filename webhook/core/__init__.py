@@ -4,6 +4,7 @@
 `Decision`; `asks` reads what containers need, `placement` reads what a pod already pins
 and picks the best fit, `edit` rewrites copy-on-write while recording the JSON Patch.
 
-Imports: `webhook.policy`, `webhook.api` and the standard library. No I/O, no module
-state, never flask, werkzeug, gunicorn, kubernetes, pynvml or prometheus_client.
+Imports: `webhook.scheduling`, `webhook.policy`, `webhook.api` and the standard library.
+No I/O, no module state, never flask, werkzeug, gunicorn, kubernetes, pynvml or
+prometheus_client.
 """

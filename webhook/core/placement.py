@@ -22,6 +22,7 @@ from webhook.api.names import PROFILE_ANNOTATION
 from webhook.api.types import KubeObject
 from webhook.api.workload import as_map
 from webhook.policy import Profile
+from webhook.scheduling import required_terms
 
 Constraints = dict[str, frozenset[str]]
 
@@ -62,19 +63,6 @@ def _matching(operator: object, values: frozenset[str], known: frozenset[str]) -
             if v.isdigit() and (int(v) > bound if operator == "Gt" else int(v) < bound)
         )
     return frozenset()  # DoesNotExist, or an operator/values the scheduler would reject
-
-
-def required_terms(spec: KubeObject) -> list[Any]:
-    """The pod's required node affinity terms (ORed), as written; [] when it has none."""
-    affinity = spec.get("affinity")
-    node = affinity.get("nodeAffinity") if isinstance(affinity, dict) else None
-    required = (
-        node.get("requiredDuringSchedulingIgnoredDuringExecution")
-        if isinstance(node, dict)
-        else None
-    )
-    terms = required.get("nodeSelectorTerms") if isinstance(required, dict) else None
-    return terms if isinstance(terms, list) else []
 
 
 def constraints(spec: KubeObject, profiles: Iterable[Profile]) -> Constraints:

@@ -17,8 +17,7 @@ from typing import Any
 from webhook.api.types import KubeObject
 from webhook.api.workload import as_map
 from webhook.policy import Policy
-
-from .placement import required_terms
+from webhook.scheduling import required_terms
 
 
 def other_system(spec: KubeObject, labels: KubeObject, policy: Policy) -> str | None:

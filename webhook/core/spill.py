@@ -22,9 +22,9 @@ from typing import Any
 
 from webhook.api.types import KubeObject
 from webhook.policy import Profile
+from webhook.scheduling import required_terms
 
 from .edit import Editor
-from .placement import required_terms
 
 Expression = dict[str, Any]
 _AFFINITY = ("affinity", "nodeAffinity")

@@ -20,8 +20,8 @@ from kubernetes.client.exceptions import ApiException
 from urllib3 import exceptions as urllib3_exceptions
 
 from webhook.api.names import MEM_LABEL
-from webhook.core.nodes import profiles_from_labels
 from webhook.policy import Profile
+from webhook.scheduling import profiles_from_labels
 
 LOG = logging.getLogger(__name__)
 URLLIB3_LOG = logging.getLogger("urllib3.connectionpool")

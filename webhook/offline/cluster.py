@@ -13,8 +13,8 @@ from collections.abc import Mapping
 from webhook.api.names import COUNT_LABEL, GPU_RESOURCE, MEM_LABEL
 from webhook.api.types import KubeObject
 from webhook.api.workload import as_map
-from webhook.core.nodes import carries, looks_lightweight, pod_fits_node
 from webhook.policy import Policy, PolicySet
+from webhook.scheduling import carries, looks_lightweight, pod_fits_node
 
 from .manifests import read_documents
 

@@ -5,8 +5,8 @@ nodes discovery turns into classes."""
 import pytest
 
 from tests.support.paths import DATA
-from webhook.core.nodes import pod_fits_node, profiles_from_labels
 from webhook.offline.cluster import read_nodes
+from webhook.scheduling import pod_fits_node, profiles_from_labels
 
 LABELS = {"aliyun.accelerator/nvidia_mem": "2048MiB", "gpus": "4", "zone": "a"}
 REQUIRED = "requiredDuringSchedulingIgnoredDuringExecution"
@@ -68,4 +68,4 @@ def test_discovery_takes_only_nodes_that_look_lightweight():
         (f"GRID-P4-{g}Q", g * 1024) for g in (1, 2, 4, 8)
     ]
     # With no other system's keys, a cGPU node is one GPU with its memory labelled.
-    assert len(profiles_from_labels(nodes, others=())) == len(found) + 1
+    assert len(profiles_from_labels(nodes, sharing_keys=())) == len(found) + 1

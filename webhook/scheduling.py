@@ -1,12 +1,17 @@
-"""Nodes as the scheduler sees them: which classes they carry, and whether a pod may land.
+"""Nodes and pods as the scheduler matches them: which classes nodes carry, and whether a pod
+may land on a node.
 
-Pure functions over node labels, shared by discovery (`webhook.kube.inventory`) and the
-offline cluster checks (`--nodes FILE`). Matching follows the scheduler's node affinity
+Pure functions over node labels and pod specs, shared by the decision (`webhook.core` reads
+a pod's required terms), discovery (`webhook.kube.inventory`) and the offline cluster checks
+(`--nodes FILE`). Matching follows the scheduler's node affinity
 (`k8s.io/component-helpers/scheduling/corev1/nodeaffinity`: `NodeSelector.Match`,
 `nodeSelectorRequirementsAsSelector`): every nodeSelector entry must equal the node's label;
 of the required terms (ORed) one must match, a term matching when all its expressions do
 (an empty term matches no node); `In`/`Exists` need the label, `NotIn`/`DoesNotExist`
 accept its absence, `Gt`/`Lt` compare integers and fail on anything else.
+
+Imports: `webhook.policy`, `webhook.api` and the standard library. No I/O, no module state,
+never `webhook.core` or anything above it.
 """
 
 from __future__ import annotations
@@ -21,8 +26,6 @@ from webhook.api.types import KubeObject
 from webhook.api.workload import as_map
 from webhook.policy import Profile, frozen_map
 
-from .placement import required_terms
-
 _MIB = re.compile(r"^(\d+)MiB$")
 _INTEGER = re.compile(r"^[-+]?\d+$")
 
@@ -32,19 +35,23 @@ _INTEGER = re.compile(r"^[-+]?\d+$")
 SHARING_NODE_KEYS = ("ack.node.gpu.schedule",)
 
 
-def looks_lightweight(labels: Mapping[str, str], others: Iterable[str] = SHARING_NODE_KEYS) -> bool:
+def looks_lightweight(
+    labels: Mapping[str, str], sharing_keys: Iterable[str] = SHARING_NODE_KEYS
+) -> bool:
     """A lightweight node by the cloud's labels: its GPU memory labelled, one GPU (a full GPU
     pool carries nvidia_count > 1; a node labelled by memory only counts as one), and no label
-    key of another GPU-sharing system (`others`: a policy's leaveAlone.nodeSelectorKeys)."""
+    key of another GPU-sharing system (`sharing_keys`: a policy's
+    leaveAlone.nodeSelectorKeys)."""
     return (
         MEM_LABEL in labels
         and labels.get(COUNT_LABEL, "1") == "1"
-        and not any(key in labels for key in others)
+        and not any(key in labels for key in sharing_keys)
     )
 
 
 def profiles_from_labels(
-    labels_by_node: Mapping[str, Mapping[str, str]], others: Iterable[str] = SHARING_NODE_KEYS
+    labels_by_node: Mapping[str, Mapping[str, str]],
+    sharing_keys: Iterable[str] = SHARING_NODE_KEYS,
 ) -> tuple[Profile, ...]:
     """One Profile per distinct `nvidia_mem` value of the nodes that `looks_lightweight`,
     ascending memory: a pool of 4-GPU nodes or an ACK cGPU pool never becomes a class.
@@ -56,9 +63,9 @@ def profiles_from_labels(
     """
     names: dict[str, set[str]] = defaultdict(set)
     memory_mib: dict[str, int] = {}
-    others = tuple(others)
+    sharing_keys = tuple(sharing_keys)
     for labels in labels_by_node.values():
-        if not looks_lightweight(labels, others):
+        if not looks_lightweight(labels, sharing_keys):
             continue
         mem = labels.get(MEM_LABEL, "")
         if match := _MIB.match(mem):
@@ -76,6 +83,19 @@ def profiles_from_labels(
             )
         )
     return tuple(sorted(found, key=lambda p: (p.memory_mib, p.name)))
+
+
+def required_terms(spec: KubeObject) -> list[Any]:
+    """The pod's required node affinity terms (ORed), as written; [] when it has none."""
+    affinity = spec.get("affinity")
+    node = affinity.get("nodeAffinity") if isinstance(affinity, dict) else None
+    required = (
+        node.get("requiredDuringSchedulingIgnoredDuringExecution")
+        if isinstance(node, dict)
+        else None
+    )
+    terms = required.get("nodeSelectorTerms") if isinstance(required, dict) else None
+    return terms if isinstance(terms, list) else []
 
 
 def _requirement(labels: Mapping[str, str], expression: Any) -> bool:
