@@ -66,9 +66,10 @@ def run(installed, *argv: str, cwd: Path) -> subprocess.CompletedProcess[str]:
     return subprocess.run(argv, cwd=cwd, env=env, capture_output=True, text=True, timeout=60)
 
 
-def test_the_wheel_holds_both_packages_and_the_shipped_policies(installed):
+def test_the_wheel_holds_both_packages_and_the_shipped_policy(installed):
     target, _ = installed
-    assert (target / "webhook" / "cli.py").is_file() and (target / "certs" / "cli.py").is_file()
+    assert (target / "webhook" / "cli" / "__init__.py").is_file()
+    assert (target / "certs" / "__main__.py").is_file()
     assert (target / "webhook" / "defaults" / "default.yaml").read_text() == (
         REPO / "policies" / "default.yaml"
     ).read_text()
