@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import Any
 
 from tests.support.paths import CORPUS
-from webhook.offline.manifests import Document, read_documents
+from webhook.offline.manifests import Manifest, read_documents
 
 
 def corpus_files() -> list[Path]:
@@ -16,7 +16,7 @@ def corpus_files() -> list[Path]:
     return sorted(p for p in CORPUS.iterdir() if p.is_file() and p.name != "SOURCES.md")
 
 
-def documents(path: Path) -> list[Document]:
+def documents(path: Path) -> list[Manifest]:
     """The documents of one file, read exactly as `webhook review` reads them."""
     return read_documents([str(path)])
 

@@ -24,8 +24,8 @@ class InputError(ValueError):
 
 
 @dataclass(frozen=True)
-class Document:
-    """One object or AdmissionReview and where it came from (`file#index`)."""
+class Manifest:
+    """One manifest (an object or an AdmissionReview) and where it came from (`file#index`)."""
 
     where: str
     body: Any
@@ -48,35 +48,35 @@ def _parse(text: str, where: str) -> list[Any]:
     return documents[0] if len(documents) == 1 and isinstance(documents[0], list) else documents
 
 
-def _expand(body: Any, where: str) -> Iterator[Document]:
+def _expand(body: Any, where: str) -> Iterator[Manifest]:
     kind = body.get("kind") if isinstance(body, dict) else None
     if isinstance(kind, str) and kind.endswith("List") and isinstance(body.get("items"), list):
         for index, item in enumerate(body["items"]):
             yield from _expand(item, f"{where}.items[{index}]")
     elif body is not None:
-        yield Document(where, body)
+        yield Manifest(where, body)
 
 
-def _read_file(file: Path | None) -> list[Document]:
+def _read_file(file: Path | None) -> list[Manifest]:
     """The documents of one file (None: standard input); raises `InputError`."""
     name = "<stdin>" if file is None else str(file)
     try:
         text = sys.stdin.read() if file is None else file.read_text(encoding="utf-8")
     except (OSError, UnicodeDecodeError) as err:
         raise InputError(unreadable(name, err)) from None
-    documents: list[Document] = []
+    documents: list[Manifest] = []
     for index, body in enumerate(_parse(text, name)):
         documents.extend(_expand(body, f"{name}#{index}"))
     return documents
 
 
-def read_inputs(paths: list[str]) -> tuple[list[Document], list[InputError]]:
+def read_inputs(paths: list[str]) -> tuple[list[Manifest], list[InputError]]:
     """Every document of every readable input, in order, and one error per unreadable file.
 
     One unreadable file (a Helm template among manifests) must not hide the verdicts of
     the others: `review` reports each error and still reviews the rest.
     """
-    documents: list[Document] = []
+    documents: list[Manifest] = []
     errors: list[InputError] = []
     for path in paths or ["-"]:
         try:
@@ -102,7 +102,7 @@ def read_inputs(paths: list[str]) -> tuple[list[Document], list[InputError]]:
     return documents, errors
 
 
-def read_documents(paths: list[str]) -> list[Document]:
+def read_documents(paths: list[str]) -> list[Manifest]:
     """Every document of every input, in order; `-` is standard input. Raises the first
     `InputError` (for inputs that must be read whole, such as a node list)."""
     documents, errors = read_inputs(paths)

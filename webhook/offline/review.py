@@ -24,7 +24,7 @@ from webhook.core.decision import Decision, decide
 from webhook.policy import PolicyError, PolicySet, load_policies
 
 from .cluster import Nodes, policy_findings, read_nodes, unplaceable
-from .manifests import Document, InputError, read_inputs
+from .manifests import InputError, Manifest, read_inputs
 from .outputs import print_outputs
 
 
@@ -79,7 +79,7 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     parser.set_defaults(func=run)
 
 
-def _review_one(doc: Document, policies: PolicySet, default_ns: str) -> dict[str, Any]:
+def _review_one(doc: Manifest, policies: PolicySet, default_ns: str) -> dict[str, Any]:
     """Decide one document; the result carries what every output format needs."""
     body = doc.body
     if isinstance(body, dict) and body.get("kind") == REVIEW_KIND:

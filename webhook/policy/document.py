@@ -15,7 +15,7 @@ class PolicyError(ValueError):
         super().__init__("\n".join(errors))
 
 
-class Document:
+class PolicyDocument:
     """Collects errors for one document, each prefixed with where it is."""
 
     def __init__(self, where: str, errors: list[str]):

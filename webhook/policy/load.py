@@ -16,7 +16,7 @@ from webhook.api import quantity
 from webhook.api.text import shorten
 from webhook.api.validation import is_dns_subdomain, is_qualified_name
 
-from .document import Document, PolicyError
+from .document import PolicyDocument, PolicyError
 from .files import POLICY_SUFFIXES, files_under, unreadable
 from .model import (
     API_VERSION,
@@ -37,7 +37,7 @@ from .yamldocs import YamlError, load_all
 _NAMESPACE_PATTERN = re.compile(r"[a-z0-9*?]([-a-z0-9*?]{0,61}[a-z0-9*?])?")
 
 
-def _string_list(doc: Document, value: Any, path: str, default: list[str]) -> tuple[str, ...]:
+def _string_list(doc: PolicyDocument, value: Any, path: str, default: list[str]) -> tuple[str, ...]:
     if value is None:
         return tuple(default)
     if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
@@ -52,7 +52,9 @@ def _string_list(doc: Document, value: Any, path: str, default: list[str]) -> tu
     return tuple(value)
 
 
-def _memory_requests(doc: Document, raw: Any) -> tuple[dict[str, int], str | None, tuple[str, ...]]:
+def _memory_requests(
+    doc: PolicyDocument, raw: Any
+) -> tuple[dict[str, int], str | None, tuple[str, ...]]:
     present = isinstance(raw, dict)
     raw = doc.mapping(raw, "spec.memoryRequests", {"resources", "annotation", "companionResources"})
     resources = raw.get("resources", None if present else dict(DEFAULT_MEMORY_UNITS))
@@ -90,7 +92,7 @@ def _memory_requests(doc: Document, raw: Any) -> tuple[dict[str, int], str | Non
     return units, annotation, tuple(companions)
 
 
-def _policy(doc: Document, raw: Any) -> Policy | None:
+def _policy(doc: PolicyDocument, raw: Any) -> Policy | None:
     before = len(doc.errors)
     if not isinstance(raw, dict) or (raw.get("apiVersion"), raw.get("kind")) != (API_VERSION, KIND):
         found = (
@@ -200,7 +202,7 @@ def load_documents(text: str, where: str, errors: list[str]) -> list[Policy]:
     for index, raw in enumerate(documents):
         if raw is None:
             continue
-        policy = _policy(Document(f"{where}#{index}", errors), raw)
+        policy = _policy(PolicyDocument(f"{where}#{index}", errors), raw)
         if policy is not None:
             policies.append(policy)
     return policies

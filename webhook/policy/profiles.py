@@ -22,7 +22,7 @@ from webhook.api.validation import (
     toleration_errors,
 )
 
-from .document import Document
+from .document import PolicyDocument
 from .model import Profile, frozen_map
 
 _FIELDS = {"name", "memory", "nodeSelector", "nodeLabels", "tolerations"}
@@ -30,7 +30,7 @@ _DECIMAL = re.compile(r"(?P<number>[0-9]+(?:\.[0-9]+)?)(?P<suffix>[kMGTPE])")
 _POWERS = {"k": 1, "M": 2, "G": 3, "T": 4, "P": 5, "E": 6}
 
 
-def _memory(doc: Document, raw: dict[str, Any], path: str) -> int | None:
+def _memory(doc: PolicyDocument, raw: dict[str, Any], path: str) -> int | None:
     if "memory" not in raw:
         doc.error(f"{path}.memory", "is required (a memory quantity such as 2048Mi)")
         return None
@@ -62,7 +62,7 @@ def _not_whole(value: Any) -> str:
     return f"{shorten(value)!r} is not a whole number of MiB; write e.g. 2048Mi or 2Gi"
 
 
-def _name(doc: Document, name: Any, path: str) -> bool:
+def _name(doc: PolicyDocument, name: Any, path: str) -> bool:
     """A class name is a label value (pods may be pinned by it), and not empty."""
     if name is None or name == "":
         doc.error(path, "is required: letters, digits, '-', '_', '.' (e.g. GRID-P4-2Q)")
@@ -74,7 +74,7 @@ def _name(doc: Document, name: Any, path: str) -> bool:
     return message is None
 
 
-def _labels(doc: Document, value: Any, path: str, *, required: bool) -> dict[str, str] | None:
+def _labels(doc: PolicyDocument, value: Any, path: str, *, required: bool) -> dict[str, str] | None:
     """A label map (`nodeSelector`, `nodeLabels`), every key and value valid, else None."""
     if not isinstance(value, dict) or (required and not value):
         doc.error(path, "must be a non-empty mapping of label key to value")
@@ -90,7 +90,7 @@ def _labels(doc: Document, value: Any, path: str, *, required: bool) -> dict[str
     return dict(value) if ok else None
 
 
-def _tolerations(doc: Document, value: Any, path: str) -> list[dict[str, Any]] | None:
+def _tolerations(doc: PolicyDocument, value: Any, path: str) -> list[dict[str, Any]] | None:
     if value is None:
         return []
     if not isinstance(value, list):
@@ -104,7 +104,7 @@ def _tolerations(doc: Document, value: Any, path: str) -> list[dict[str, Any]] |
     return value if ok else None
 
 
-def _profile(doc: Document, raw: Any, path: str) -> Profile | None:
+def _profile(doc: PolicyDocument, raw: Any, path: str) -> Profile | None:
     raw = doc.mapping(raw, path, _FIELDS)
     name = raw.get("name")
     named = _name(doc, name, f"{path}.name")
@@ -130,7 +130,7 @@ def _profile(doc: Document, raw: Any, path: str) -> Profile | None:
     )
 
 
-def _duplicates(doc: Document, profiles: list[Profile | None]) -> None:
+def _duplicates(doc: PolicyDocument, profiles: list[Profile | None]) -> None:
     """One error per class that repeats an earlier one's name, selector, or both.
 
     Equal memory is allowed (a P4-2Q and a T4-2Q are both 2 GiB): the listed order breaks
@@ -167,7 +167,7 @@ def _duplicates(doc: Document, profiles: list[Profile | None]) -> None:
         selectors.setdefault(selector, index)
 
 
-def load_profiles(doc: Document, raw: Any) -> tuple[Profile, ...]:
+def load_profiles(doc: PolicyDocument, raw: Any) -> tuple[Profile, ...]:
     """The classes of `spec.profiles`, ascending memory; errors go to `doc`."""
     if not isinstance(raw, list) or not raw:
         doc.error("spec.profiles", "must list at least one lightweight GPU class")

@@ -13,13 +13,13 @@ from typing import Any, cast, get_args
 
 from webhook.api.validation import is_label_value, is_qualified_name
 
-from .document import Document
+from .document import PolicyDocument
 from .model import LeaveAlone, Placement, WholeGPUAction, frozen_map
 
 _FIELDS = {"nodeSelectorKeys", "schedulerNames", "podLabels"}
 
 
-def _names(doc: Document, value: Any, path: str, valid: Any, what: str) -> tuple[str, ...]:
+def _names(doc: PolicyDocument, value: Any, path: str, valid: Any, what: str) -> tuple[str, ...]:
     if value is None:
         return ()
     if not isinstance(value, list) or not all(isinstance(v, str) and valid(v) for v in value):
@@ -28,7 +28,7 @@ def _names(doc: Document, value: Any, path: str, valid: Any, what: str) -> tuple
     return tuple(value)
 
 
-def load_leave_alone(doc: Document, raw: Any) -> LeaveAlone:
+def load_leave_alone(doc: PolicyDocument, raw: Any) -> LeaveAlone:
     """The pods of other GPU-sharing systems, from `spec.leaveAlone`; errors go to `doc`."""
     raw = doc.mapping(raw, "spec.leaveAlone", _FIELDS)
     labels = raw.get("podLabels") or {}
@@ -56,17 +56,17 @@ def load_leave_alone(doc: Document, raw: Any) -> LeaveAlone:
     )
 
 
-def load_whole_gpu_pods(doc: Document, raw: Any) -> WholeGPUAction:
+def load_whole_gpu_pods(doc: PolicyDocument, raw: Any) -> WholeGPUAction:
     """`spec.wholeGPUPods`: allow (the default) or avoidLightweight."""
     return cast(WholeGPUAction, _one_of(doc, raw, "spec.wholeGPUPods", get_args(WholeGPUAction)))
 
 
-def load_placement(doc: Document, raw: Any) -> Placement:
+def load_placement(doc: PolicyDocument, raw: Any) -> Placement:
     """`spec.placement`: exact (the default, the seed's nodeSelector) or spillOver."""
     return cast(Placement, _one_of(doc, raw, "spec.placement", get_args(Placement)))
 
 
-def _one_of(doc: Document, raw: Any, path: str, allowed: tuple[str, ...]) -> str:
+def _one_of(doc: PolicyDocument, raw: Any, path: str, allowed: tuple[str, ...]) -> str:
     """`raw` when it is one of `allowed`; absent is the first (the default)."""
     if raw is None:
         return allowed[0]
