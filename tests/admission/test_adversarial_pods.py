@@ -106,7 +106,7 @@ CASES = [(name, json.loads(json.dumps(obj)), decision) for name, obj, decision i
 @pytest.mark.parametrize("name,obj,decision", CASES, ids=[c[0] for c in CASES])
 def test_adversarial_pod_is_decided(name, obj, decision):
     result = checked_review(admission_review(obj, uid=name))
-    assert result is not None and result.decision == decision
+    assert result is not None and result.outcome == decision
 
 
 @requires_kubectl
@@ -117,7 +117,7 @@ def test_adversarial_pod_is_decided(name, obj, decision):
 )
 def test_adversarial_patch_applies_with_kubectl(tmp_path, name, obj):
     result = checked_review(admission_review(obj, uid=name))
-    assert kubectl_patch(tmp_path, obj, patch_of(result)) == result.decided.obj
+    assert kubectl_patch(tmp_path, obj, patch_of(result)) == result.decision.obj
 
 
 def long_run(message: str) -> int:
@@ -175,7 +175,7 @@ ECHOES = [
 @pytest.mark.parametrize("name,obj,field", ECHOES, ids=[e[0] for e in ECHOES])
 def test_denial_never_echoes_unbounded_input(name, obj, field):
     result = checked_review(admission_review(obj, uid=name))
-    assert result is not None and result.decision == "denied"
+    assert result is not None and result.outcome == "denied"
     message = result.response["response"]["status"]["message"]
     assert message.startswith(field), message[:300]
     assert len(message) <= MESSAGE_LIMIT and long_run(message) <= 64, message[:300]

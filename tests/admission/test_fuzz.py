@@ -2,8 +2,9 @@
 
 Thousands of bodies, broken the way `tests/support/mutate.py` describes (missing and extra
 keys, wrong types, nulls, huge numbers, unicode, 100 KB strings, deep nesting, keys with `/`
-and `~`, corrupted bytes). In-process, `admission.review` answers a well-formed response or
-raises `BadReview`, nothing else. Over HTTPS, every answer is a 200 AdmissionReview that
+and `~`, corrupted bytes). In-process, `admission.parse_request` refuses a body with
+`BadReview` or `admission.review` answers it with a well-formed response, nothing else.
+Over HTTPS, every answer is a 200 AdmissionReview that
 echoes the uid, or a 4xx with a JSON `Status`; never a 5xx or a hang, and the same workers are
 alive afterwards. Each test prints a summary line with its counts. The examples are
 derandomized so that CI runs the same bodies every time.
@@ -30,7 +31,7 @@ from tools.loopback.https_client import Connection
 from tools.reliability import procfs
 from tools.reliability.load import connect
 from tools.waiting import wait_for
-from webhook.admission import review
+from webhook.admission import parse_request, review
 
 SELECTOR = {"aliyun.accelerator/nvidia_mem": "2048MiB"}
 
@@ -77,7 +78,7 @@ def test_mutated_reviews_in_process(capsys):
     @given(body=REVIEWS, mutate=st.booleans())
     def check(body, mutate):
         result = checked_review(body, mutate)
-        counts["400" if result is None else result.decision] += 1
+        counts["400" if result is None else result.outcome] += 1
 
     check()
     print_counts(capsys, "in-process review fuzz", counts)
@@ -114,7 +115,7 @@ def check_over_https(conn, data: bytes) -> str:
     if status == 200:
         sent = orjson.loads(data)
         assert parsed["response"]["uid"] == sent["request"]["uid"]
-        expected = review(sent, default_policies())
+        expected = review(parse_request(sent), default_policies(), "mutate")
         assert parsed == expected.response, "the server answers what admission.review builds"
     else:
         assert 400 <= status < 500 and parsed["kind"] == "Status" and parsed["code"] == status

@@ -10,7 +10,7 @@ import pytest
 
 from tests.support.builders import admission_review, gpu_mem, pod, workload
 from tests.support.policies import default_policies, default_policy, policy_from_yaml
-from webhook.admission import review
+from webhook.admission import parse_request, review
 from webhook.core.decision import decide
 
 DEFAULT = default_policy()
@@ -164,7 +164,8 @@ def test_left_alone_on_both_endpoints(obj, operation, old, outcome, words, mutat
     """What /mutate leaves alone, /validate must not refuse: else the refusal only moves."""
     body = admission_review(obj, operation=operation)
     body["request"]["oldObject"] = old
-    answer = review(body, default_policies(), mutate=mutate).response["response"]
+    endpoint = "mutate" if mutate else "validate"
+    answer = review(parse_request(body), default_policies(), endpoint).response["response"]
     assert answer["allowed"] is True
     assert "patch" not in answer and "status" not in answer
 

@@ -20,7 +20,7 @@ from hypothesis import strategies as st
 from tests.core.strategies import OBJECTS, POLICIES
 from tests.support.builders import admission_review
 from tests.support.policies import default_policies, default_policy
-from webhook.admission import review
+from webhook.admission import parse_request, review
 from webhook.api.workload import dig
 from webhook.core.decision import WARNING_LIMIT, decide
 from webhook.policy import PolicySet
@@ -162,7 +162,7 @@ def test_admission_review_answers_every_well_formed_envelope(obj, operation, nam
     policies = default_policies()
     body = admission_review(obj, operation=operation, namespace=namespace, uid="u-1")
     before = copy.deepcopy(body)
-    result = review(body, policies)
+    result = review(parse_request(body), policies, "mutate")
     assert body == before
     answer = result.response["response"]
     assert result.response["apiVersion"] == "admission.k8s.io/v1"
@@ -186,10 +186,11 @@ def test_admission_review_answers_every_well_formed_envelope(obj, operation, nam
 @given(obj=OBJECTS)
 def test_validating_review_never_patches(obj, mutate):
     """The validating endpoint (mutate=False) never sends a patch or warnings."""
-    result = review(admission_review(obj), PolicySet((default_policy(),)), mutate=mutate)
+    endpoint = "mutate" if mutate else "validate"
+    result = review(parse_request(admission_review(obj)), PolicySet((default_policy(),)), endpoint)
     answer = result.response["response"]
     if not mutate:
         assert "patch" not in answer and "warnings" not in answer
-        assert answer["allowed"] == (result.decision != "denied")
+        assert answer["allowed"] == (result.outcome != "denied")
     else:
-        assert ("patch" in answer) == (result.decision == "mutated")
+        assert ("patch" in answer) == (result.outcome == "mutated")

@@ -19,7 +19,7 @@ import yaml
 from tests.support.builders import admission_review, container, pod, workload
 from tests.support.cli import run_cli
 from tests.support.policies import default_policies
-from webhook.admission import review
+from webhook.admission import parse_request, review
 from webhook.api.decoding import as_decoded
 
 GPUMEM, GPU, MEMORY = "nvidia.com/gpumem", "nvidia.com/gpu", "lwgpu.io/gpu-memory"
@@ -109,10 +109,12 @@ def test_review_predicts_the_cluster(manifest, operations, source, stored):
     code, out, err = _review(manifest, "json")
     assert code == 0, err
     [verdict] = json.loads(out)
-    server = review(admission_review(as_decoded(manifest)), default_policies())
+    server = review(
+        parse_request(admission_review(as_decoded(manifest))), default_policies(), "mutate"
+    )
     answer = server.response["response"]
-    assert verdict["outcome"] == server.decision == "mutated"
-    assert verdict["patch"] == list(server.decided.patch)
+    assert verdict["outcome"] == server.outcome == "mutated"
+    assert verdict["patch"] == list(server.decision.patch)
     assert verdict["warnings"] == answer["warnings"]
     assert [(op["op"], op["path"]) for op in verdict["patch"][: len(operations)]] == operations
     assert verdict["warnings"][0].startswith(f"lwgpu: {source} (")

@@ -19,7 +19,7 @@ from tests.support.cli import run_cli
 from tests.support.golden import check_golden
 from tests.support.paths import EXAMPLES, GOLDEN, REPO
 from tests.support.policies import default_policies, default_policy
-from webhook.admission import review
+from webhook.admission import parse_request, review
 from webhook.api.decoding import as_decoded
 from webhook.cli import main
 from webhook.core.decision import decide
@@ -205,7 +205,7 @@ def test_admission_review_output_is_the_server_response(obj, encode):
     obj = yaml.safe_load(obj.read_text(encoding="utf-8")) if obj is SEED else obj
     body = admission_review(obj, uid=UID)
     code, out, _ = run_cli("review", "-", "--output", "json", stdin=encode(body))
-    expected = review(body, default_policies()).response
+    expected = review(parse_request(body), default_policies(), "mutate").response
     assert json.loads(out) == expected
     assert code == (0 if expected["response"]["allowed"] else 1)
     assert run_cli("review", "-", stdin=encode(body))[1] == out  # json is the default for reviews
@@ -218,7 +218,7 @@ def test_several_admission_reviews_print_verdicts_holding_each_response():
     assert code == 1
     found = json.loads(out)
     assert [v["response"] for v in found] == [
-        review(b, default_policies()).response for b in bodies
+        review(parse_request(b), default_policies(), "mutate").response for b in bodies
     ]
     assert [v["outcome"] for v in found] == ["mutated", "denied"]
 

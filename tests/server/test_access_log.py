@@ -12,7 +12,7 @@ import tempfile
 
 import orjson
 
-from webhook.admission import ReviewResult
+from webhook.admission import request_of
 from webhook.server.app import access_log
 
 # Six MiB per field, in the character JSON escapes to six bytes.
@@ -28,19 +28,14 @@ def written(fields: dict) -> bytes:
 
 
 def hostile_line() -> bytes:
-    result = ReviewResult(
-        response={},
-        decided=None,
-        uid=HOSTILE,
-        namespace=HOSTILE,
-        name=HOSTILE,
-        kind=HOSTILE,
-        operation=HOSTILE,
-        decision="mutated",
-        profile=HOSTILE,
-        dry_run=False,
-    )
-    return written(access_log.reviewed("mutate", 0.001, result))
+    request = {
+        "uid": HOSTILE,
+        "namespace": HOSTILE,
+        "name": HOSTILE,
+        "kind": {"kind": HOSTILE},
+        "operation": HOSTILE,
+    }
+    return written(access_log.line("mutate", 200, 0.001, request, "mutated", HOSTILE))
 
 
 def test_every_field_is_bounded_below_pipe_buf():
@@ -52,7 +47,7 @@ def test_every_field_is_bounded_below_pipe_buf():
 
 def test_a_failed_request_line_is_bounded_too():
     body = {"request": {"uid": HOSTILE, "namespace": HOSTILE, "kind": {"kind": HOSTILE}}}
-    line = written(access_log.failed("validate", 400, 0.001, body))
+    line = written(access_log.line("validate", 400, 0.001, request_of(body), "error", None))
     assert len(line) <= access_log.PIPE_BUF and orjson.loads(line)["status"] == 400
 
 

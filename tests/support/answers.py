@@ -1,8 +1,8 @@
 """What a well-formed answer to an AdmissionReview is, checked with assertions.
 
-Shared by the fuzz tests and the adversarial-pod tests: `checked_review` runs the one
-response builder the server and the CLI use and asserts everything a caller (the apiserver,
-a person reading kubectl's output) relies on.
+Shared by the fuzz tests and the adversarial-pod tests: `checked_review` runs the decode
+and review steps the server and the CLI use, and asserts everything a caller (the
+apiserver, a person reading kubectl's output) relies on.
 """
 
 from __future__ import annotations
@@ -15,7 +15,15 @@ import jsonpatch
 import orjson
 
 from tests.support.policies import default_policies
-from webhook.admission import API_VERSION, KIND, BadReview, ReviewResult, encode, review
+from webhook.admission import (
+    API_VERSION,
+    KIND,
+    BadReview,
+    ReviewResult,
+    encode,
+    parse_request,
+    review,
+)
 from webhook.core.decision import WARNING_LIMIT
 
 # A denial is read by a person in kubectl's output: it names fields and values, shortened.
@@ -37,26 +45,28 @@ def checked_review(body: object, mutate: bool = True) -> ReviewResult | None:
     the result again asks for no further change (the apiserver may reinvoke the webhook).
     """
     try:
-        result = review(body, default_policies(), mutate=mutate)
+        request = parse_request(body)
     except BadReview as exc:
         assert 0 < len(str(exc)) <= MESSAGE_LIMIT
         return None
-    request = body["request"]
+    result = review(request, default_policies(), "mutate" if mutate else "validate")
     assert result.response.keys() == {"apiVersion", "kind", "response"}
     assert (result.response["apiVersion"], result.response["kind"]) == (API_VERSION, KIND)
     answer = result.response["response"]
-    assert answer["uid"] == request["uid"] == result.uid
-    assert answer["allowed"] is (result.decision != "denied")
-    assert result.decision in DECISIONS
+    assert answer["uid"] == request["uid"]
+    assert answer["allowed"] is (result.outcome != "denied")
+    assert result.outcome in DECISIONS
     assert all(isinstance(w, str) and len(w) <= WARNING_LIMIT for w in answer.get("warnings", []))
-    if result.decision == "denied":
+    if result.outcome == "denied":
         assert answer["status"]["code"] == 403
         assert 0 < len(answer["status"]["message"]) <= MESSAGE_LIMIT
     if "patch" in answer:
         assert mutate and answer["patchType"] == "JSONPatch"
         patched = jsonpatch.apply_patch(request["object"], patch_of(result))
-        assert json.dumps(patched, sort_keys=True) == json.dumps(result.decided.obj, sort_keys=True)
-        again = review({**body, "request": {**request, "object": patched}}, default_policies())
+        assert json.dumps(patched, sort_keys=True) == json.dumps(
+            result.decision.obj, sort_keys=True
+        )
+        again = review({**request, "object": patched}, default_policies(), "mutate")
         assert "patch" not in again.response["response"], "a rewritten object must stay put"
     with contextlib.suppress(orjson.JSONEncodeError):
         orjson.dumps(body)  # only a body that could arrive as JSON must encode (no 2**70 uids)

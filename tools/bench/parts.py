@@ -8,7 +8,7 @@ replaced in each worker:
 - `access-log`: `access_log.write` does nothing (the line's fields are still gathered);
 - `metrics`: `metrics.observe_review` does nothing;
 - `decision`: `admission.review` runs once per endpoint and its result is reused (the body
-  is still read and parsed, the answer still encoded, counted and logged).
+  is still read, parsed and checked, the answer still encoded, counted and logged).
 
 In process (`wsgi.py`) a part costs what its own code costs; in the server it also costs
 what it does to the other threads of the worker (a system call that releases the GIL
@@ -28,22 +28,23 @@ WITHOUT = ("access-log", "metrics", "decision")
 
 
 def _switch_off(part: str) -> None:
-    from webhook.server.app import access_log, metrics, reviews
+    from webhook import admission
+    from webhook.server.app import access_log, metrics
 
     if part == "access-log":
         access_log.write = lambda fields, fd=access_log.STDOUT: None
     elif part == "metrics":
         metrics.observe_review = lambda endpoint, decision, seconds: None
     else:
-        decide = reviews._review
+        decide = admission.review
         first: dict = {}
 
-        def reused(body, policies, mutate):
-            if mutate not in first:
-                first[mutate] = decide(body, policies, mutate)
-            return first[mutate]
+        def reused(request, policies, endpoint):
+            if endpoint not in first:
+                first[endpoint] = decide(request, policies, endpoint)
+            return first[endpoint]
 
-        reviews._review = reused
+        admission.review = reused
 
 
 class PartsApplication(WebhookApplication):

@@ -70,9 +70,9 @@ def breakdown(budget_s: float) -> dict:
     store = PolicyStore(DEFAULT_POLICIES)
     store.poll()
     body = bodies.body(bodies.seed_pod())
-    # The line the server writes for an answered review (`reviewed`), not the one for a
-    # failed request (`failed`, which reads the body and costs twice as much).
-    result = admission.review(orjson.loads(body), store.current, mutate=True)
+    # The line the server writes for an answered review, from its checked request.
+    request = admission.parse_request(orjson.loads(body))
+    result = admission.review(request, store.current, "mutate")
     stats = interleaved(
         {
             "webhook app": _caller(create_app(store), body),
@@ -81,7 +81,11 @@ def breakdown(budget_s: float) -> dict:
             "review": lambda: review_bytes(body, store.current),
             "floor JSON": lambda: orjson_floor(body),
             "metrics": lambda: metrics.observe_review("mutate", "mutated", 0.001),
-            "access log": lambda: access_log.write(access_log.reviewed("mutate", 0.001, result)),
+            "access log": lambda: access_log.write(
+                access_log.line(
+                    "mutate", 200, 0.001, request, result.outcome, result.decision.profile
+                )
+            ),
         },
         budget_s=budget_s,
         max_rounds=50_000,

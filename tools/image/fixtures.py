@@ -21,8 +21,9 @@ from tools.bench.bodies import review, seed_pod
 from tools.loopback.https_client import NAMESPACE, SERVICE
 from tools.paths import REPO
 from webhook import DEFAULT_POLICIES
+from webhook.admission import parse_request
 from webhook.admission import review as decide_review
-from webhook.policy import load_policies
+from webhook.files import load_policies
 
 # The uid and gid of the image's USER.
 IMAGE_USER = 65532
@@ -61,5 +62,6 @@ def seed_review() -> tuple[str, dict[str, Any]]:
     """(the seed pod's AdmissionReview as the apiserver sends it, the answer the code in this
     checkout gives it with the shipped policy)."""
     body = review(seed_pod())
-    expected = decide_review(body, load_policies(DEFAULT_POLICIES)).response
+    request = parse_request(body)
+    expected = decide_review(request, load_policies(DEFAULT_POLICIES), "mutate").response
     return orjson.dumps(body).decode(), orjson.loads(orjson.dumps(expected))

@@ -1,35 +1,52 @@
-"""One AdmissionReview in, the AdmissionReview to answer it with out: the review function.
+"""One checked request in, the answer to it out: the review between decode and encode.
 
-The HTTP server and `webhook review --output json` both call `review`, so what the CLI
-prints is exactly what the server sends. Parsing is `request`, the decision is
-`webhook.core`, the answer's shape is `response`; this module only joins them.
+Every shell answers an AdmissionReview in the three steps of controller-runtime's handler
+seam (`pkg/webhook/admission`: decode the body, `Handle(ctx, Request) Response`, encode):
+
+    request = parse_request(body)                  # `request`: checked, or BadReview (400)
+    result = review(request, policies, endpoint)   # this module: decide and answer
+    data = encode(result.response)                 # `response`: the exact bytes to send
+
+The HTTP server runs them for `/mutate` and `/validate`, `lwgpu review` for AdmissionReview
+files, so what the CLI prints is exactly what the server sends. The decision is
+`webhook.core`; this module only joins it to the request and the answer's shape.
 """
 
 from __future__ import annotations
 
-from typing import NamedTuple
+from typing import Literal, NamedTuple
 
 from webhook.core.decision import Decision, Outcome, decide
 from webhook.policy import PolicySet
 
 from . import response
-from .request import object_name, parse_request
 from .types import AdmissionRequest, AdmissionResponse, AdmissionReview
+
+# The two webhooks of the configuration: the mutating one rewrites, the validating one
+# checks after every mutating webhook ran.
+Endpoint = Literal["mutate", "validate"]
 
 
 class ReviewResult(NamedTuple):
-    """The answer to send, and the facts the server logs and counts (an immutable named tuple)."""
+    """A reviewed request: what was decided and the AdmissionReview that answers it."""
 
+    request: AdmissionRequest
+    decision: Decision
+    # What the endpoint answered: the decision's outcome, except that the validating
+    # endpoint denies an object the mutating one would still have rewritten.
+    outcome: Outcome
     response: AdmissionReview
-    uid: str
-    namespace: str
-    name: str
-    kind: str
-    operation: str
-    dry_run: bool
-    decision: Outcome
-    profile: str | None
-    decided: Decision
+
+
+def review(request: AdmissionRequest, policies: PolicySet, endpoint: Endpoint) -> ReviewResult:
+    """Decide one checked request and build the AdmissionReview to answer it with.
+
+    The `validate` endpoint answers without a patch or warnings, and denies an object that
+    still needs rewriting (the mutating webhook did not run).
+    """
+    decision = _decide(request, policies)
+    answer, outcome = _answer(request, decision, endpoint)
+    return ReviewResult(request, decision, outcome, response.envelope(answer))
 
 
 def _decide(request: AdmissionRequest, policies: PolicySet) -> Decision:
@@ -58,39 +75,14 @@ def _not_rewritten(kind: str, decision: Decision) -> str:
 
 
 def _answer(
-    uid: str, kind: str, decision: Decision, mutate: bool
+    request: AdmissionRequest, decision: Decision, endpoint: Endpoint
 ) -> tuple[AdmissionResponse, Outcome]:
-    outcome = decision.outcome
+    uid, outcome, mutate = request["uid"], decision.outcome, endpoint == "mutate"
     if outcome == "denied":
         return response.denied(uid, decision.reason), outcome
     if outcome == "mutated" and not mutate:
-        return response.denied(uid, _not_rewritten(kind, decision)), "denied"
+        return response.denied(uid, _not_rewritten(request["kind"]["kind"], decision)), "denied"
     warnings = decision.warnings if mutate else ()
     if outcome == "mutated":
         return response.patched(uid, decision.patch, warnings), outcome
     return response.allowed(uid, warnings), outcome
-
-
-def review(body: object, policies: PolicySet, *, mutate: bool = True) -> ReviewResult:
-    """Decide one AdmissionReview and build the AdmissionReview to answer it with.
-
-    `mutate=False` is the validating endpoint: no patch, no warnings, and an object
-    that still needs rewriting is denied (the mutating webhook did not run).
-    Raises `BadReview` when `body` is not an AdmissionReview.
-    """
-    request = parse_request(body)
-    uid, kind = request["uid"], request["kind"]["kind"]
-    decision = _decide(request, policies)
-    answer, outcome = _answer(uid, kind, decision, mutate)
-    return ReviewResult(
-        response=response.envelope(answer),
-        uid=uid,
-        namespace=request.get("namespace") or "",
-        name=object_name(request),
-        kind=kind,
-        operation=request["operation"],
-        dry_run=request.get("dryRun") is True,
-        decision=outcome,
-        profile=decision.profile,
-        decided=decision,
-    )

@@ -98,7 +98,11 @@ def request_of(body: object) -> Mapping[str, object]:
     return request if isinstance(request, Mapping) else {}
 
 
-def _text(mapping: object, key: str) -> str:
+def text_of(mapping: object, key: str) -> str:
+    """`mapping[key]` when `mapping` is a mapping and that value a string, else "".
+
+    For reading an untrusted body, or one that failed its checks, without raising.
+    """
     value = mapping.get(key) if isinstance(mapping, Mapping) else None
     return value if isinstance(value, str) else ""
 
@@ -112,5 +116,7 @@ def object_name(request: Mapping[str, object]) -> str:
     """
     obj = request.get("object")
     metadata = obj.get("metadata") if isinstance(obj, Mapping) else None
-    name = _text(request, "name") or _text(metadata, "name") or _text(metadata, "generateName")
+    name = (
+        text_of(request, "name") or text_of(metadata, "name") or text_of(metadata, "generateName")
+    )
     return shorten(name, NAME_LIMIT)

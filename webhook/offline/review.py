@@ -17,7 +17,7 @@ from typing import Any
 
 from webhook import DEFAULT_POLICIES
 from webhook.admission import KIND as REVIEW_KIND
-from webhook.admission import BadReview, review
+from webhook.admission import BadReview, object_name, parse_request, review
 from webhook.api.decoding import as_decoded
 from webhook.api.workload import dig, group_of, template_path
 from webhook.core.decision import Decision, decide
@@ -84,25 +84,27 @@ def _review_one(doc: Manifest, policies: PolicySet, default_ns: str) -> dict[str
     body = doc.body
     if isinstance(body, dict) and body.get("kind") == REVIEW_KIND:
         try:
-            result = review(body, policies)
+            request = parse_request(body)
         except BadReview as err:
             raise InputError(f"{doc.where}: {err}") from None
+        result = review(request, policies, "mutate")
         answer = result.response["response"]
         patch = json.loads(base64.b64decode(answer["patch"])) if "patch" in answer else []
+        namespace = request.get("namespace") or ""
         return {
             "where": doc.where,
             "review": result.response,
             "allowed": answer["allowed"],
-            "outcome": result.decision,
-            "source": body.get("request", {}).get("object"),
-            "object": _stored(result.decided),
+            "outcome": result.outcome,
+            "source": request.get("object"),
+            "object": _stored(result.decision),
             "patch": patch,
-            "reason": result.decided.reason,
+            "reason": result.decision.reason,
             "warnings": answer.get("warnings", []),
-            "profile": result.profile,
-            "policy": _governing(policies, result.namespace),
-            "ref": _ref(result.kind, result.namespace, result.name),
-            "namespace": result.namespace,
+            "profile": result.decision.profile,
+            "policy": _governing(policies, namespace),
+            "ref": _ref(request["kind"]["kind"], namespace, object_name(request)),
+            "namespace": namespace,
         }
     if not isinstance(body, dict):
         raise InputError(f"{doc.where}: not an object (got {type(body).__name__})")

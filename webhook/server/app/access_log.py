@@ -16,7 +16,7 @@ from collections.abc import Mapping
 
 import orjson
 
-from webhook.admission import ReviewResult, object_name, request_of
+from webhook.admission import Endpoint, object_name, text_of
 from webhook.api.text import shorten
 
 STDOUT = 1
@@ -36,49 +36,32 @@ FIELD_LIMITS = {
 }
 
 
-def _text(mapping: object, key: str) -> str:
-    value = mapping.get(key) if isinstance(mapping, Mapping) else None
-    return value if isinstance(value, str) else ""
+def line(
+    endpoint: Endpoint,
+    status: int,
+    duration_s: float,
+    request: Mapping[str, object],
+    outcome: str,
+    profile: str | None,
+) -> dict[str, object]:
+    """The fields of the line for one request to a review endpoint, answered or failed.
 
-
-def failed(endpoint: str, status: int, duration_s: float, body: object) -> dict[str, object]:
-    """The fields of the line for a request that failed before a decision (4xx, 5xx).
-
-    Logged from what the body holds, so an operator can still match it with the
-    apiserver's audit log by uid. Same keys as ``reviewed``.
+    ``request`` is the checked request of an answered review (200, with the ``outcome`` the
+    endpoint answered and the profile applied), or for a request that failed (4xx, 5xx;
+    ``outcome`` "error") whatever its body holds (``request_of``): an operator can then
+    still match it with the apiserver's audit log by uid. Every field is read leniently.
     """
-    request = request_of(body)
     return {
-        "uid": _text(request, "uid"),
-        "namespace": _text(request, "namespace"),
+        "uid": text_of(request, "uid"),
+        "namespace": text_of(request, "namespace"),
         "name": object_name(request),
-        "kind": _text(request.get("kind"), "kind"),
-        "operation": _text(request, "operation"),
+        "kind": text_of(request.get("kind"), "kind"),
+        "operation": text_of(request, "operation"),
         "endpoint": endpoint,
         "status": status,
-        "decision": "error",
-        "profile": None,
+        "decision": outcome,
+        "profile": profile,
         "dry_run": request.get("dryRun") is True,
-        "duration_ms": round(duration_s * 1000, 3),
-    }
-
-
-def reviewed(endpoint: str, duration_s: float, result: ReviewResult) -> dict[str, object]:
-    """The fields of the line for an answered review (HTTP 200), read from its ``ReviewResult``.
-
-    Same keys as ``failed``.
-    """
-    return {
-        "uid": result.uid,
-        "namespace": result.namespace,
-        "name": result.name,
-        "kind": result.kind,
-        "operation": result.operation,
-        "endpoint": endpoint,
-        "status": 200,
-        "decision": result.decision,
-        "profile": result.profile,
-        "dry_run": result.dry_run,
         "duration_ms": round(duration_s * 1000, 3),
     }
 

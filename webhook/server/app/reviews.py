@@ -16,7 +16,7 @@ from __future__ import annotations
 import re
 import ssl
 import time
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from typing import TYPE_CHECKING
 
 import orjson
@@ -43,13 +43,13 @@ from . import access_log, errors, metrics
 if TYPE_CHECKING:
     from _typeshed.wsgi import StartResponse, WSGIEnvironment
 
-PATHS = {"/mutate": "mutate", "/validate": "validate"}
+PATHS: dict[str, admission.Endpoint] = {"/mutate": "mutate", "/validate": "validate"}
 # What Flask answered for these paths before they left it: OPTIONS with an Allow header.
 ALLOWED = ("OPTIONS", "POST")
 _STATUS_LINES = {code: f"{code} {phrase}" for code, phrase in HTTP_STATUS_CODES.items()}
 
 
-def endpoint_of(path: str) -> str | None:
+def endpoint_of(path: str) -> admission.Endpoint | None:
     """``mutate`` or ``validate`` for a path this endpoint answers, else None.
 
     Repeated slashes count as one, as Flask's routing (werkzeug's ``merge_slashes``) read
@@ -118,7 +118,7 @@ def require_client_certificate(environ: WSGIEnvironment) -> None:
 
 
 class Reviews:
-    """The WSGI endpoint of ``/mutate`` and ``/validate`` (any other path is not its own)."""
+    """The endpoint of ``/mutate`` and ``/validate``: a WSGI app told which of the two it serves."""
 
     def __init__(self, policies: PolicyStore, discovery: Discovery | None, client_ca: bool) -> None:
         """Decide with ``policies`` (plus what ``discovery`` found); with ``client_ca``,
@@ -127,42 +127,43 @@ class Reviews:
         self.discovery = discovery
         self.client_ca = client_ca
 
-    def __call__(self, environ: WSGIEnvironment, start_response: StartResponse) -> Iterable[bytes]:
-        """Answer one request to ``/mutate`` or ``/validate``."""
-        method, path = environ["REQUEST_METHOD"], environ["PATH_INFO"]
-        endpoint = endpoint_of(path)
-        if endpoint is None:
-            raise LookupError(f"{path} is not a review path")  # the app routes only those here
+    def __call__(
+        self,
+        endpoint: admission.Endpoint,
+        environ: WSGIEnvironment,
+        start_response: StartResponse,
+    ) -> Iterable[bytes]:
+        """Answer one request to ``endpoint`` (resolved from the path by the app, once)."""
+        method = environ["REQUEST_METHOD"]
         if method == "POST":
             code, headers, body = self.answer(environ, endpoint)
         elif method == "OPTIONS":
             code, headers, body = 200, [("Allow", ", ".join(ALLOWED)), ("Content-Length", "0")], b""
         else:
             exc = MethodNotAllowed(valid_methods=ALLOWED)
-            code, headers, body = errors.http_error(exc, method, path, None)
+            code, headers, body = errors.http_error(exc, method, environ["PATH_INFO"], None)
         start_response(_STATUS_LINES[code], headers)
         return [body]
 
-    def answer(self, environ: WSGIEnvironment, endpoint: str) -> errors.Answer:
-        """Review the request; count and log it, whether it is answered or fails."""
+    def answer(self, environ: WSGIEnvironment, endpoint: admission.Endpoint) -> errors.Answer:
+        """Decode, review, encode; count and log the request, whether answered or failed."""
         start = time.perf_counter()
         body: object = None
-        uid: str | None = None
         try:
             if self.client_ca:
                 require_client_certificate(environ)
             body = read_review_body(environ)
-            uid = admission.uid_of(body)
-            result = _review(body, self.policy_set(), endpoint == "mutate")
+            request = _checked(body)
+            result = admission.review(request, self.policy_set(), endpoint)
             payload = admission.encode(result.response)
         except HTTPException as exc:
-            answer = errors.http_error(exc, "POST", environ["PATH_INFO"], uid)
+            answer = errors.http_error(exc, "POST", environ["PATH_INFO"], admission.uid_of(body))
         except Exception as exc:
-            answer = errors.internal_error(exc, uid)
+            answer = errors.internal_error(exc, admission.uid_of(body))
         else:
-            _record_review(endpoint, start, result)
+            _record(endpoint, 200, start, request, result.outcome, result.decision.profile)
             return 200, errors.json_headers(payload), payload
-        _record_failure(endpoint, answer[0], start, body)
+        _record(endpoint, answer[0], start, admission.request_of(body), "error", None)
         return answer
 
     def policy_set(self) -> PolicySet:
@@ -177,21 +178,26 @@ class Reviews:
         return current
 
 
-def _review(body: object, policies: PolicySet, mutate: bool) -> admission.ReviewResult:
-    """The shared decision on ``body``; a malformed AdmissionReview is a 400."""
+def _checked(body: object) -> admission.AdmissionRequest:
+    """The body's checked request; a malformed AdmissionReview is a 400."""
     try:
-        return admission.review(body, policies, mutate=mutate)
+        return admission.parse_request(body)
     except admission.BadReview as exc:
         raise BadRequest(str(exc)) from None
 
 
-def _record_failure(endpoint: str, code: int, start: float, body: object) -> None:
+def _record(
+    endpoint: admission.Endpoint,
+    status: int,
+    start: float,
+    request: Mapping[str, object],
+    outcome: str,
+    profile: str | None,
+) -> None:
+    """Count the request and write its access-log line (``outcome`` "error" when it failed)."""
     seconds = time.perf_counter() - start
-    metrics.observe_error(endpoint, code, seconds)
-    access_log.write(access_log.failed(endpoint, code, seconds, body))
-
-
-def _record_review(endpoint: str, start: float, result: admission.ReviewResult) -> None:
-    seconds = time.perf_counter() - start
-    metrics.observe_review(endpoint, result.decision, seconds)
-    access_log.write(access_log.reviewed(endpoint, seconds, result))
+    if status == 200:
+        metrics.observe_review(endpoint, outcome, seconds)
+    else:
+        metrics.observe_error(endpoint, status, seconds)
+    access_log.write(access_log.line(endpoint, status, seconds, request, outcome, profile))

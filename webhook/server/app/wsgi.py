@@ -36,8 +36,9 @@ class WebhookApp(Flask):
 
     def wsgi_app(self, environ: WSGIEnvironment, start_response: StartResponse) -> Iterable[bytes]:
         """Route the review paths to the endpoint, everything else through Flask."""
-        if endpoint_of(environ.get("PATH_INFO", "")) is not None:
-            return self.reviews(environ, start_response)
+        endpoint = endpoint_of(environ.get("PATH_INFO", ""))
+        if endpoint is not None:
+            return self.reviews(endpoint, environ, start_response)
         return super().wsgi_app(environ, start_response)
 
 
