@@ -20,7 +20,7 @@ from tests.cluster.admission_support import Calls, module_namespace, restricted
 from tests.support.builders import WORKLOAD_KINDS, container, pod, workload
 from tests.support.paths import SHIPPED_POLICY
 from webhook.core.decision import decide
-from webhook.policy import load_policies
+from webhook.files import load_policies
 
 BOTH = ["mutate", "validate"]
 GPU = {"nvidia.com/gpu": "1"}

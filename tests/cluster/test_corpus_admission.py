@@ -27,7 +27,7 @@ from tests.cluster.admission_support import MUTATE, Calls, answered, at, module_
 from tests.support.manifests import corpus_files, documents
 from tests.support.paths import EXAMPLES, SHIPPED_POLICY
 from webhook.core.decision import decide
-from webhook.policy import load_policies
+from webhook.files import load_policies
 
 SEEDS = {"cuda-sample.yaml#0": "allowed", "cuda-sample-gpu-mem.yaml#0": "mutated"}
 DOCUMENTS = {

@@ -16,7 +16,7 @@ from tests.cluster.admission_support import ABSENT, Calls, at
 from tests.support.builders import container, pod, workload
 from tests.support.paths import SHIPPED_POLICY
 from webhook.core.decision import decide
-from webhook.policy import load_policies
+from webhook.files import load_policies
 
 GPU_MEM_POD = pod(container(limits={"aliyun.com/gpu-mem": 2}))
 SEED_POD = pod(

@@ -30,8 +30,8 @@ from tests.support.manifests import corpus_files, documents
 from tests.support.paths import DATA, EXAMPLE_POLICIES, SHIPPED_POLICY
 from tools.waiting import wait_for
 from webhook.core.decision import decide
+from webhook.files import load_policies
 from webhook.offline.cluster import read_nodes
-from webhook.policy import load_policies
 
 MEM = "aliyun.accelerator/nvidia_mem"
 COUNT = "aliyun.accelerator/nvidia_count"

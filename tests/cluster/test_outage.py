@@ -32,7 +32,7 @@ from tests.support.builders import container, pod
 from tests.support.paths import SHIPPED_POLICY
 from tools.cluster.install import WEBHOOK_PORT
 from webhook.core.decision import decide
-from webhook.policy import load_policies
+from webhook.files import load_policies
 
 MUTATING, VALIDATING = "MutatingWebhookConfiguration", "ValidatingWebhookConfiguration"
 BROKEN = {"lwgpu-test/broken": "true"}

@@ -29,7 +29,7 @@ from tests.cluster.admission_support import MUTATE, Calls, webhook_configuration
 from tests.support.builders import container, pod
 from tests.support.paths import SHIPPED_POLICY
 from webhook.core.decision import decide
-from webhook.policy import load_policies
+from webhook.files import load_policies
 
 OTHER = {"lwgpu-test/other": "true"}
 GPU_MEM_POD = pod(container(limits={"aliyun.com/gpu-mem": 2}))

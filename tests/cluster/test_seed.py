@@ -16,7 +16,7 @@ from tests.support.builders import container, pod
 from tests.support.paths import EXAMPLES, SHIPPED_POLICY
 from tools.waiting import wait_for
 from webhook.core.decision import decide
-from webhook.policy import load_policies
+from webhook.files import load_policies
 
 SEED = EXAMPLES / "cuda-sample-gpu-mem.yaml"
 MEM = "aliyun.accelerator/nvidia_mem"

@@ -28,7 +28,8 @@ from tests.support.paths import CORPUS, EXAMPLE_POLICIES
 from tests.support.policies import default_policy
 from webhook.api.decoding import as_decoded
 from webhook.core.decision import Decision, decide
-from webhook.policy import Policy, load_policies
+from webhook.files import load_policies
+from webhook.policy import Policy
 
 GOLDEN = Path(__file__).parents[1] / "golden" / "messages" / "decision.txt"
 BINPACK = "AliyunContainerService__gpushare-scheduler-extender__samples__1.yaml"  # Deployment

@@ -9,8 +9,8 @@ from tests.support.builders import container, gpu_mem, pod
 from tests.support.cli import run_cli
 from tests.support.paths import DATA, EXAMPLE_POLICIES
 from webhook.core.decision import decide
+from webhook.files import load_policies
 from webhook.offline.cluster import read_nodes, unplaceable
-from webhook.policy import load_policies
 
 NODES = str(DATA / "nodes" / "mixed-fleet.yaml")
 MIXED = str(EXAMPLE_POLICIES / "mixed-fleet.yaml")

@@ -8,7 +8,8 @@ import pytest
 from tests.support.golden import check_golden
 from tests.support.paths import DATA, EXAMPLE_POLICIES, GOLDEN, REPO
 from webhook.cli import main
-from webhook.policy import PolicyError, PolicySet, load_documents, load_policies
+from webhook.files import load_policies
+from webhook.policy import PolicyError, PolicySet, load_documents
 from webhook.policy.model import globs_overlap, pattern_rank
 
 BAD = sorted((DATA / "policies" / "bad").glob("*.yaml"))

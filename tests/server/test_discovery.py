@@ -28,7 +28,7 @@ from tests.support.builders import MEM, NAME, admission_review, gpu_pod
 from tests.support.paths import REPO
 from tools.loopback.server import free_port, serving
 from tools.waiting import wait_for
-from webhook.policy import load_policies
+from webhook.files import load_policies
 from webhook.scheduling import profiles_from_labels
 from webhook.server.state.discovery import Discovery
 

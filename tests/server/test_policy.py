@@ -16,7 +16,7 @@ from tests.support.builders import admission_review, gpu_pod
 from tests.support.volumes import ConfigMapVolume
 from tools.loopback.server import serving
 from tools.waiting import wait_for
-from webhook.policy import load_policies
+from webhook.files import load_policies
 from webhook.server.state.policy_store import PolicyStore
 
 BROKEN = "apiVersion: lwgpu.io/v1alpha1\nkind: LightweightGPUPolicy\nspec: [unclosed\n"

@@ -7,7 +7,8 @@ from __future__ import annotations
 import functools
 
 from webhook import DEFAULT_POLICIES
-from webhook.policy import Policy, PolicyError, PolicySet, load_documents, load_policies
+from webhook.files import load_policies
+from webhook.policy import Policy, PolicyError, PolicySet, load_documents
 
 TAINTED_POLICY_YAML = """\
 apiVersion: lwgpu.io/v1alpha1

@@ -32,7 +32,7 @@ from pathlib import Path
 import orjson
 
 from webhook import DEFAULT_POLICIES
-from webhook.policy import load_policies
+from webhook.files import load_policies
 
 from . import bodies, e2e, inprocess, lineup, report, timing
 

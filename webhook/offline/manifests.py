@@ -2,7 +2,7 @@
 
 A document is an AdmissionReview, a `kind: List` (or any `...List` with `items`),
 or an object manifest. Each comes with where it was found, for messages. A directory is
-read by the rule policies are (`webhook.policy.files`: recursive, name order, dot-names
+read by the rule policies are (`webhook.files.directory`: recursive, name order, dot-names
 skipped), with `.json` files besides `.yaml`/`.yml`.
 """
 
@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from webhook.policy.files import MANIFEST_SUFFIXES, files_under, unreadable
+from webhook.files import MANIFEST_SUFFIXES, files_under, unreadable
 from webhook.policy.yamldocs import YamlError, load_all
 
 

@@ -6,7 +6,8 @@ from __future__ import annotations
 import argparse
 
 from webhook import DEFAULT_POLICIES
-from webhook.policy import PolicyError, load_policies
+from webhook.files import load_policies
+from webhook.policy import PolicyError
 
 from .cluster import policy_findings, read_nodes
 from .explain import explain

@@ -21,7 +21,8 @@ from webhook.admission import BadReview, object_name, parse_request, review
 from webhook.api.decoding import as_decoded
 from webhook.api.workload import dig, group_of, template_path
 from webhook.core.decision import Decision, decide
-from webhook.policy import PolicyError, PolicySet, load_policies
+from webhook.files import load_policies
+from webhook.policy import PolicyError, PolicySet
 
 from .cluster import Nodes, policy_findings, read_nodes, unplaceable
 from .manifests import InputError, Manifest, read_inputs

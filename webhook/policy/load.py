@@ -1,15 +1,15 @@
-"""Load policy YAML (a file or a directory) into a validated `PolicySet`.
+"""Validate policy YAML text into `Policy` objects, and policies loaded together into a
+`PolicySet`.
 
 Every error names the file, the document index and the field path, and all of
 them are reported at once, so an admin fixes a policy in one pass. A failed load
 raises `PolicyError` and returns nothing: callers keep their last good policy.
+Reading the files is `webhook.files`' work; this module sees text only.
 """
 
 from __future__ import annotations
 
-import os
 import re
-from pathlib import Path
 from typing import Any
 
 from webhook.api import quantity
@@ -17,7 +17,6 @@ from webhook.api.text import shorten
 from webhook.api.validation import is_dns_subdomain, is_qualified_name
 
 from .document import PolicyDocument, PolicyError
-from .files import POLICY_SUFFIXES, files_under, unreadable
 from .model import (
     API_VERSION,
     DEFAULT_COMPANIONS,
@@ -186,11 +185,6 @@ def _conflicts(policies: list[Policy], errors: list[str]) -> None:
                         )
 
 
-def policy_files(path: Path) -> list[Path]:
-    """The policy files of a path, by the one directory rule of `webhook.policy.files`."""
-    return files_under(path, POLICY_SUFFIXES)
-
-
 def load_documents(text: str, where: str, errors: list[str]) -> list[Policy]:
     """Validate every document of one YAML text; errors go to `errors`."""
     try:
@@ -208,35 +202,14 @@ def load_documents(text: str, where: str, errors: list[str]) -> list[Policy]:
     return policies
 
 
-def load_policies(*paths: str | os.PathLike[str]) -> PolicySet:
-    """Load and validate every policy under `paths`, as one set; raise `PolicyError` listing
-    all errors.
+def policy_set(policies: list[Policy], errors: list[str]) -> PolicySet:
+    """The policies loaded together, as one set; raise `PolicyError` listing `errors` (those
+    of reading and validating them) and every conflict between them.
 
-    Several paths are checked together, as the server loads one directory: two files that
-    claim the same namespace equally specifically are an error even when each alone is valid.
+    Policies loaded together are checked together, as the server loads one directory: two
+    files that claim the same namespace equally specifically are an error even when each
+    alone is valid.
     """
-    errors: list[str] = []
-    policies: list[Policy] = []
-    for path in paths:
-        root = Path(path)
-        if not root.exists():
-            errors.append(f"{root}: no such file or directory")
-            continue
-        found, failed = len(policies), len(errors)
-        try:
-            files = policy_files(root)
-        except OSError as err:  # a directory that cannot be listed, or vanished meanwhile
-            errors.append(unreadable(err.filename or root, err))
-            continue
-        for file in files:
-            try:
-                text = file.read_text(encoding="utf-8")
-            except (OSError, UnicodeDecodeError) as err:
-                errors.append(unreadable(file, err))
-                continue
-            policies.extend(load_documents(text, str(file), errors))
-        if len(policies) == found and len(errors) == failed:
-            errors.append(f"{root}: no {KIND} documents found")
     _conflicts(policies, errors)
     if errors:
         raise PolicyError(errors)

@@ -14,7 +14,7 @@ import sys
 from pathlib import Path
 
 from webhook import DEFAULT_POLICIES
-from webhook.policy.files import unreadable
+from webhook.files import unreadable
 
 from .limits import KEEPALIVE_SECONDS, Limits
 

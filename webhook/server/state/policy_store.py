@@ -18,8 +18,8 @@ import threading
 from collections.abc import Callable
 from pathlib import Path
 
-from webhook.policy import PolicyError, PolicySet, load_policies
-from webhook.policy.load import policy_files
+from webhook.files import load_policies, policy_files
+from webhook.policy import PolicyError, PolicySet
 
 log = logging.getLogger(__name__)
 

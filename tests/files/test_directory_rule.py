@@ -9,7 +9,7 @@ import pytest
 
 from tests.support.builders import gpu_mem, pod
 from tests.support.cli import run_cli
-from webhook.policy.files import MANIFEST_SUFFIXES, POLICY_SUFFIXES, files_under
+from webhook.files import MANIFEST_SUFFIXES, POLICY_SUFFIXES, files_under
 from webhook.server.state.policy_store import PolicyStore
 
 
