@@ -23,15 +23,10 @@ containers needs 80,000 operations (10.7 MiB of patch, more than the 3 MiB pod) 
 from __future__ import annotations
 
 from collections.abc import Sequence
-from functools import lru_cache
 from typing import Any, Literal
 
 from webhook.api.types import KubeObject, PatchOperation
 from webhook.api.workload import as_map, pointer
-
-# The decision edits the same few paths of every pod (resources of container i, the
-# nodeSelector, two annotations), so their pointers repeat from one review to the next.
-_pointer = lru_cache(maxsize=1024)(pointer)
 
 Path = Sequence[str | int]
 
@@ -87,7 +82,7 @@ class Editor:
             if not live:
                 self._live.add(id(value))
         if not live:
-            self.ops.append({"op": op, "path": _pointer(tuple(path)), "value": value})
+            self.ops.append({"op": op, "path": pointer(path), "value": value})
 
     def set(self, path: Path, value: Any) -> None:
         """Set a map member (add or replace); nothing happens when it already holds `value`."""
@@ -106,7 +101,7 @@ class Editor:
         parent, live = self._own(path[:-1])
         del parent[path[-1]]
         if not live:
-            self.ops.append({"op": "remove", "path": _pointer(tuple(path))})
+            self.ops.append({"op": "remove", "path": pointer(path)})
 
     def append(self, path: Path, value: Any) -> None:
         """Append to the list at `path`."""
