@@ -1,9 +1,10 @@
 """lwgpu: a Kubernetes admission webhook that places GPU-memory requests on lightweight GPUs.
 
 Sub-packages, lowest layer first (docs/CONTRIBUTING.md; `lint-imports` checks the order):
-`api` (Kubernetes vocabulary), `policy`, `core` (the decision), `admission` (the review
-function), `kube` (client code), then the shells `server`, `offline` and `node`, and
-`cli`, the `python -m webhook` dispatcher.
+`api` (Kubernetes vocabulary), `policy`, `scheduling` (node matching), `core` (the
+decision), `admission` (the review function), `kube` (client code) and `files` (reading
+the file system), then the shells `server`, `offline` and `node`, and `cli`, the
+`python -m webhook` dispatcher.
 """
 
 from importlib import resources
