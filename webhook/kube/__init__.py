@@ -2,5 +2,6 @@
 
 The only package that imports the `kubernetes` client at module level; callers import
 its modules lazily, because the client costs ~50 MiB of memory in every process.
-Imports: `webhook.policy`, `webhook.api`, `kubernetes`; never a shell above it.
+Imports: `webhook.scheduling`, `webhook.policy`, `webhook.api`, `kubernetes`; never a shell
+above it, nor `webhook.files`.
 """
