@@ -14,7 +14,7 @@ T = TypeVar("T")
 
 
 def wait_for(
-    check: Callable[[], T], timeout: float = 10.0, interval: float = 0.05, what: str = ""
+    check: Callable[[], T | None], timeout: float = 10.0, interval: float = 0.05, what: str = ""
 ) -> T:
     """Poll ``check`` until it returns something truthy and return that; raise TimeoutError
     after ``timeout`` seconds."""

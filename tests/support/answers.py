@@ -10,6 +10,7 @@ from __future__ import annotations
 import base64
 import contextlib
 import json
+from typing import Any
 
 import jsonpatch
 import orjson
@@ -24,17 +25,20 @@ from webhook.admission import (
     parse_request,
     review,
 )
-from webhook.core.decision import WARNING_LIMIT
+from webhook.api.text import WARNING_LIMIT
 
 # A denial is read by a person in kubectl's output: it names fields and values, shortened.
 MESSAGE_LIMIT = 1024
 DECISIONS = {"skipped", "allowed", "mutated", "denied"}
 
 
-def patch_of(result: ReviewResult) -> list[dict]:
+def patch_of(result: ReviewResult) -> list[dict[str, Any]]:
     """The JSON Patch operations of an answer (empty when it has none)."""
     answer = result.response["response"]
-    return orjson.loads(base64.b64decode(answer["patch"])) if "patch" in answer else []
+    if "patch" not in answer:
+        return []
+    operations: list[dict[str, Any]] = orjson.loads(base64.b64decode(answer["patch"]))
+    return operations
 
 
 def checked_review(body: object, mutate: bool = True) -> ReviewResult | None:

@@ -15,6 +15,7 @@ import operator
 from collections.abc import Mapping
 from typing import Any
 
+import pytest
 from hypothesis import HealthCheck, settings
 from hypothesis import strategies as st
 
@@ -126,7 +127,8 @@ OPERATION = st.sampled_from(("delete", "replace", "add", "wrap-list", "wrap-map"
 def walk(root: Any) -> list[Path]:
     """Every path in the tree, the root first (map keys and list indexes)."""
     # Iterative: recursive generators cost depth-squared on the deeply nested values.
-    paths, todo = [], [((), root)]
+    paths: list[Path] = []
+    todo: list[tuple[Path, Any]] = [((), root)]
     while todo:
         path, node = todo.pop()
         paths.append(path)
@@ -219,7 +221,7 @@ def corrupted(draw: st.DrawFn, data: bytes) -> bytes:
     return data
 
 
-def print_counts(capsys, what: str, counts: Mapping[str, int]) -> None:
+def print_counts(capsys: pytest.CaptureFixture[str], what: str, counts: Mapping[str, int]) -> None:
     """Print one summary line of a fuzz run's outcomes, past pytest's output capture."""
     with capsys.disabled():
         print(

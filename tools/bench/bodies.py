@@ -13,24 +13,27 @@ request limit.
 from __future__ import annotations
 
 import copy
-from pathlib import Path
+from typing import Any
 
 import orjson
 import yaml
 
-EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
+from tools.paths import REPO
+
+EXAMPLES = REPO / "examples"
 # apiserver MaxRequestBodyBytes: the largest object a client can create.
 APISERVER_LIMIT = 3 * 1024 * 1024
 NEAR_LIMIT = APISERVER_LIMIT - 64 * 1024
 UID = "0f6c2a1e-7b3d-4c6b-9a55-3f1d2c9b8a01"
 
 
-def seed_deployment() -> dict:
+def seed_deployment() -> dict[str, Any]:
     """The seed's `cuda-sample` Deployment as people write it (asks `aliyun.com/gpu-mem: 2`)."""
-    return yaml.safe_load((EXAMPLES / "cuda-sample-gpu-mem.yaml").read_text())
+    deployment: dict[str, Any] = yaml.safe_load((EXAMPLES / "cuda-sample-gpu-mem.yaml").read_text())
+    return deployment
 
 
-def _defaulted_container(container: dict) -> dict:
+def _defaulted_container(container: dict[str, Any]) -> dict[str, Any]:
     return {
         **container,
         "imagePullPolicy": "IfNotPresent",
@@ -46,7 +49,7 @@ def _defaulted_container(container: dict) -> dict:
     }
 
 
-def seed_pod() -> dict:
+def seed_pod() -> dict[str, Any]:
     """The Pod the seed Deployment's ReplicaSet creates, as the apiserver hands it to webhooks."""
     template = seed_deployment()["spec"]["template"]
     spec = template["spec"]
@@ -125,7 +128,7 @@ def seed_pod() -> dict:
     }
 
 
-def lightweight_pod() -> dict:
+def lightweight_pod() -> dict[str, Any]:
     """The seed pod already in the seed's form (`nvidia.com/gpu: 1` + selector): allowed as is."""
     pod = seed_pod()
     pod["spec"]["containers"][0]["resources"] = {"limits": {"nvidia.com/gpu": "1"}}
@@ -133,7 +136,7 @@ def lightweight_pod() -> dict:
     return pod
 
 
-def sidecar(index: int, env: int = 4) -> dict:
+def sidecar(index: int, env: int = 4) -> dict[str, Any]:
     """A plain (non-GPU) container such as a log shipper or proxy, with `env` variables."""
     return _defaulted_container(
         {
@@ -152,14 +155,14 @@ def sidecar(index: int, env: int = 4) -> dict:
     )
 
 
-def pod_with_containers(count: int) -> dict:
+def pod_with_containers(count: int) -> dict[str, Any]:
     """The seed pod with `count` containers: the GPU one first, then `count - 1` sidecars."""
     pod = seed_pod()
     pod["spec"]["containers"] += [sidecar(i) for i in range(1, count)]
     return pod
 
 
-def pod_near_limit(size: int = NEAR_LIMIT) -> dict:
+def pod_near_limit(size: int = NEAR_LIMIT) -> dict[str, Any]:
     """The seed pod grown with environment variables (and a large annotation) to about `size`."""
     pod = seed_pod()
     pod["metadata"]["annotations"] = {"example.com/config": "x" * (200 * 1024)}
@@ -175,7 +178,7 @@ def pod_near_limit(size: int = NEAR_LIMIT) -> dict:
     return pod
 
 
-def review(obj: dict, namespace: str = "default") -> dict:
+def review(obj: dict[str, Any], namespace: str = "default") -> dict[str, Any]:
     """An `admission.k8s.io/v1` AdmissionReview CREATE for `obj`, as the apiserver sends it."""
     group, _, version = obj["apiVersion"].rpartition("/")
     kind = obj["kind"]
@@ -208,7 +211,7 @@ def review(obj: dict, namespace: str = "default") -> dict:
     }
 
 
-def body(obj: dict) -> bytes:
+def body(obj: dict[str, Any]) -> bytes:
     """The raw request body for `obj` (compact JSON, as the apiserver's encoder writes it)."""
     return orjson.dumps(review(obj))
 

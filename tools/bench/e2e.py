@@ -11,11 +11,13 @@ in time, and the memory runs also in count.
 
 from __future__ import annotations
 
+import functools
 import os
 import shutil
 import statistics
 from contextlib import ExitStack
 from pathlib import Path
+from typing import Any
 
 import certs
 from webhook.policy import PolicySet
@@ -35,7 +37,7 @@ def _prepare(workdir: Path, body: bytes) -> tuple[Path, Path, Path]:
     return tls, workdir / "body.json", wrk.write_script(workdir / "bench.lua")
 
 
-def _measured(server: procs.Server, body: Path, script: Path, **options: int | float) -> dict:
+def _measured(server: procs.Server, body: Path, script: Path, **options: Any) -> dict[str, Any]:
     """A wrk run, plus the CPU the server's workers (or its one process) used per request.
 
     `busiest_worker_share` near 1.0 says one worker took every connection: the run then
@@ -50,9 +52,9 @@ def _measured(server: procs.Server, body: Path, script: Path, **options: int | f
     return result
 
 
-def _aggregate(runs: list[dict]) -> dict:
+def _aggregate(runs: list[dict[str, Any]]) -> dict[str, Any]:
     def median(key: str, scale: float = 1.0) -> float:
-        return round(statistics.median(r[key] for r in runs) / scale, 3)
+        return round(float(statistics.median(r[key] for r in runs)) / scale, 3)
 
     return {
         "rps": median("rps"),
@@ -82,12 +84,12 @@ def _series(
     *,
     repeats: int,
     warmup_s: float,
-    **options: int | float,
-) -> dict:
+    **options: Any,
+) -> dict[str, Any]:
     """Each server once per repeat, order rotating; per server the aggregate, and per peer
     the webhook's ratios to it within each repeat (throughput, CPU per request, p99)."""
     names = list(servers)
-    runs: dict[str, list[dict]] = {name: [] for name in names}
+    runs: dict[str, list[dict[str, Any]]] = {name: [] for name in names}
     for repeat in range(repeats):
         for name in _rotated(names, repeat):
             if warmup_s:
@@ -134,13 +136,13 @@ def end_to_end(
     rate_repeats: int = 2,
     workers: int = 2,
     threads: int = 8,
-) -> dict:
+) -> dict[str, Any]:
     """Closed-loop levels, then the fixed rate, for every server of the lineup."""
     tls, body_file, script = _prepare(workdir, body)
     found, skipped = lineup.contenders(
         names, tls, workdir, policies, workers=workers, threads=threads, against=against
     )
-    results: dict = {
+    results: dict[str, Any] = {
         "workers": workers,
         "threads": threads,
         "duration_s": duration_s,
@@ -186,6 +188,10 @@ def end_to_end(
     return results
 
 
+def _reached(server: procs.Server, goal: int) -> bool:
+    return server.reviews() >= goal
+
+
 def memory(
     workdir: Path,
     body: bytes,
@@ -195,7 +201,7 @@ def memory(
     workers: int = 2,
     threads: int = 8,
     max_phase_s: float = 300,
-) -> dict:
+) -> dict[str, Any]:
     """RSS/PSS of a fresh `webhook serve` (master + workers) at start and after each checkpoint.
 
     Reviews are counted by the server's own metrics; each phase is bounded both by
@@ -226,7 +232,7 @@ def memory(
                     connections=connections,
                     duration_s=max_phase_s,
                     limit_per_thread=-(-missing // min(2, connections)),
-                    until=lambda goal=target: server.reviews() >= goal,
+                    until=functools.partial(_reached, server, target),
                 )
             samples.append({"reviews": server.reviews(), **procs.memory(server.process.pid)})
     first, last = samples[1], samples[-1]

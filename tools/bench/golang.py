@@ -13,11 +13,13 @@ import os
 import shutil
 import subprocess
 from pathlib import Path
+from typing import Any
 
+from tools.paths import REPO
 from webhook.policy import PolicySet
 
 SOURCE = Path(__file__).resolve().parent / "peers"
-BUILD = Path(__file__).resolve().parents[2] / "build" / "go"
+BUILD = REPO / "build" / "go"
 BUILD_TIMEOUT_S = 300
 
 
@@ -49,7 +51,7 @@ def build() -> tuple[Path | None, str]:
     return binary, ""
 
 
-def profiles_json(policies: PolicySet) -> dict:
+def profiles_json(policies: PolicySet) -> dict[str, Any]:
     """What the Go webhook decides with: the first policy's classes and memory resources."""
     policy = policies.policies[0]
     return {

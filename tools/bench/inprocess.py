@@ -13,6 +13,7 @@ import json
 import math
 import statistics
 from functools import partial
+from typing import Any
 
 import orjson
 
@@ -44,7 +45,7 @@ def orjson_floor(body: bytes) -> bytes:
     return orjson.dumps(orjson.loads(body))
 
 
-def _compare(body: bytes, policies: PolicySet, budget_s: float) -> dict:
+def _compare(body: bytes, policies: PolicySet, budget_s: float) -> dict[str, Any]:
     rounds = 100 if len(body) > BIG_BODY else 20000
     stats = interleaved(
         {
@@ -63,11 +64,12 @@ def _compare(body: bytes, policies: PolicySet, budget_s: float) -> dict:
     }
 
 
-def cases(policies: PolicySet, budget_s: float = 3.0) -> list[dict]:
+def cases(policies: PolicySet, budget_s: float = 3.0) -> list[dict[str, Any]]:
     """Review vs floor for each body of `bodies.cases()` (seed, 20 containers, ~3 MiB)."""
     rows = []
     for name, body in bodies.cases().items():
-        decided = admission.review(orjson.loads(body), policies).decision
+        request = admission.parse_request(orjson.loads(body))
+        decided = admission.review(request, policies, "mutate").decision
         rows.append(
             {
                 "case": name,
@@ -86,7 +88,7 @@ def _exponent(ys: list[float]) -> float:
     )
 
 
-def growth(policies: PolicySet, budget_s: float = 12.0, passes: int = 3) -> dict:
+def growth(policies: PolicySet, budget_s: float = 12.0, passes: int = 3) -> dict[str, Any]:
     """Review cost for pods of 1..256 containers, the per-container slope and a linearity check.
 
     Sizes are timed in blocks (mixing a 256-container review into the rounds of a
@@ -98,7 +100,7 @@ def growth(policies: PolicySet, budget_s: float = 12.0, passes: int = 3) -> dict
     sizes even parsing shows k a little over 1, so both are reported.
     """
     sized = {count: bodies.body(bodies.pod_with_containers(count)) for count in GROWTH}
-    samples: dict[int, list[dict]] = {count: [] for count in GROWTH}
+    samples: dict[int, list[dict[str, Any]]] = {count: [] for count in GROWTH}
     for sweep in range(passes):
         for count in GROWTH if sweep % 2 == 0 else GROWTH[::-1]:
             body = sized[count]
@@ -116,7 +118,7 @@ def growth(policies: PolicySet, budget_s: float = 12.0, passes: int = 3) -> dict
             )
     points = []
     for count, body in sized.items():
-        point = {"containers": count, "bytes": len(body)}
+        point: dict[str, Any] = {"containers": count, "bytes": len(body)}
         for name in ("review", "parse", "json", "orjson"):
             point[name] = {
                 "median_us": round(

@@ -22,9 +22,11 @@ import tarfile
 from contextlib import ExitStack
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import orjson
 
+from tools.paths import REPO
 from webhook import DEFAULT_POLICIES
 from webhook.policy import PolicySet
 
@@ -54,7 +56,7 @@ class Contender:
     module: str
     args: list[str]
     program: list[str] | None = None
-    root: Path = procs.REPO
+    root: Path = REPO
 
 
 @dataclass
@@ -74,7 +76,7 @@ def checkout(rev: str, into: Path) -> tuple[str, Path]:
     """The short commit of `rev` and a folder holding its `webhook` source (from git archive)."""
     sha = subprocess.run(
         ["git", "rev-parse", "--short", rev],
-        cwd=procs.REPO,
+        cwd=REPO,
         capture_output=True,
         text=True,
         check=True,
@@ -83,9 +85,7 @@ def checkout(rev: str, into: Path) -> tuple[str, Path]:
     archive = into / f"rev-{sha}.tar"
     root.mkdir(parents=True, exist_ok=True)
     with open(archive, "wb") as out:
-        subprocess.run(
-            ["git", "archive", sha, *REV_SOURCES], cwd=procs.REPO, stdout=out, check=True
-        )
+        subprocess.run(["git", "archive", sha, *REV_SOURCES], cwd=REPO, stdout=out, check=True)
     with tarfile.open(archive) as tar:
         tar.extractall(root, filter="data")
     return sha, root
@@ -133,7 +133,7 @@ def contenders(
     return found, skipped
 
 
-def start(stack: ExitStack, found: list[Contender], ca: Path, workdir: Path) -> dict:
+def start(stack: ExitStack, found: list[Contender], ca: Path, workdir: Path) -> dict[str, Any]:
     """Start every contender (each stopped when `stack` closes); name -> `procs.Server`."""
     return {
         c.name: stack.enter_context(
@@ -143,7 +143,7 @@ def start(stack: ExitStack, found: list[Contender], ca: Path, workdir: Path) -> 
     }
 
 
-def _comparable(answer: dict) -> dict:
+def _comparable(answer: dict[str, Any]) -> dict[str, Any]:
     # Key order, escaping (Go writes "->" as "\u003e") and the patch's base64 text may
     # differ between encoders: compare what they mean.
     response = dict(answer.get("response", {}))

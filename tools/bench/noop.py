@@ -11,8 +11,10 @@ instead, the floor of anything written on this gunicorn. Only loopback is served
 from __future__ import annotations
 
 import argparse
-from collections.abc import Callable, Iterable
+from collections.abc import Iterable
 from pathlib import Path
+from typing import Any
+from wsgiref.types import StartResponse, WSGIApplication, WSGIEnvironment
 
 import orjson
 from flask import Flask, Response, request
@@ -23,7 +25,7 @@ from webhook.server.master import ServeSettings, WebhookApplication
 JSON_HEADERS = [("Content-Type", "application/json")]
 
 
-def _allow(review: dict) -> bytes:
+def _allow(review: dict[str, Any]) -> bytes:
     return orjson.dumps(
         {
             "apiVersion": review.get("apiVersion"),
@@ -48,7 +50,7 @@ def create_app() -> Flask:
     return app
 
 
-def bare_app(environ: dict, start_response: Callable) -> Iterable[bytes]:
+def bare_app(environ: WSGIEnvironment, start_response: StartResponse) -> Iterable[bytes]:
     """The same answers as `create_app()` from a plain WSGI function: no framework at all."""
     if environ["PATH_INFO"] == "/healthz":
         body = b'{"status":"ok"}'
@@ -64,7 +66,8 @@ class NoopApplication(WebhookApplication):
 
     bare = False
 
-    def load(self) -> Callable:
+    # gunicorn serves any WSGI callable; the webhook's own load() promises its Flask app.
+    def load(self) -> WSGIApplication:  # type: ignore[override]
         """The floor app (runs in each worker after the fork, like the webhook's)."""
         return bare_app if self.bare else create_app()
 

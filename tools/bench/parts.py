@@ -19,7 +19,7 @@ cost. Bench only: nothing here is part of the product.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from flask import Flask
 
 from tools.bench.noop import loopback_parser, loopback_settings
 from webhook.server.master import WebhookApplication
@@ -29,6 +29,7 @@ WITHOUT = ("access-log", "metrics", "decision")
 
 def _switch_off(part: str) -> None:
     from webhook import admission
+    from webhook.policy import PolicySet
     from webhook.server.app import access_log, metrics
 
     if part == "access-log":
@@ -37,9 +38,11 @@ def _switch_off(part: str) -> None:
         metrics.observe_review = lambda endpoint, decision, seconds: None
     else:
         decide = admission.review
-        first: dict = {}
+        first: dict[admission.Endpoint, admission.ReviewResult] = {}
 
-        def reused(request, policies, endpoint):
+        def reused(
+            request: admission.AdmissionRequest, policies: PolicySet, endpoint: admission.Endpoint
+        ) -> admission.ReviewResult:
             if endpoint not in first:
                 first[endpoint] = decide(request, policies, endpoint)
             return first[endpoint]
@@ -52,7 +55,7 @@ class PartsApplication(WebhookApplication):
 
     without = "access-log"
 
-    def load(self) -> Callable:
+    def load(self) -> Flask:
         """The webhook's app (after the fork, like the webhook's), less one part."""
         app = super().load()
         _switch_off(self.without)

@@ -14,7 +14,6 @@ import ctypes
 import http.client
 import os
 import signal
-import socket
 import ssl
 import subprocess
 import sys
@@ -23,21 +22,16 @@ import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import IO
+from typing import IO, Any
 
 from prometheus_client.parser import text_string_to_metric_families
 
-REPO = Path(__file__).resolve().parents[2]
+from tools.loopback.server import free_port
+from tools.paths import REPO
+
 STOP_GRACE_S = 40  # gunicorn's graceful timeout is 30 s
 START_TIMEOUT_S = 60
 PR_SET_PDEATHSIG = 1
-
-
-def free_port() -> int:
-    """A TCP port on 127.0.0.1 that nothing listens on right now."""
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
 
 
 def _die_with_parent() -> None:
@@ -51,7 +45,7 @@ class Server:
     """A running server: its master process, port and the CA that signed its certificate."""
 
     name: str
-    process: subprocess.Popen
+    process: subprocess.Popen[bytes]
     port: int
     ca: Path
 
@@ -102,7 +96,7 @@ def _healthy(server: Server, log: Path) -> bool:
         return False
 
 
-def stop(process: subprocess.Popen) -> None:
+def stop(process: subprocess.Popen[bytes]) -> None:
     """SIGTERM the process group (master and workers), SIGKILL it if it overstays."""
     if process.poll() is None:
         with contextlib.suppress(ProcessLookupError):
@@ -167,7 +161,7 @@ def serving(
 def _copy(pipe: IO[bytes], path: Path) -> None:
     # Until the server closes its end: what a container runtime's log reader does.
     with pipe, open(path, "ab") as out:
-        for chunk in iter(lambda: pipe.read1(1 << 16), b""):
+        for chunk in iter(lambda: os.read(pipe.fileno(), 1 << 16), b""):
             out.write(chunk)
 
 
@@ -200,7 +194,7 @@ def _status_kib(pid: int, field: str, name: str = "status") -> int:
     return 0
 
 
-def memory(master: int) -> dict:
+def memory(master: int) -> dict[str, Any]:
     """RSS and PSS (MiB) of a gunicorn master and its workers, from /proc.
 
     RSS counts the pages workers share with the master (copy-on-write after fork)

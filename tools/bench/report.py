@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from .report_e2e import end_to_end, end_to_end_targets, table
 
 # Issue 7's in-process targets and issue 19's memory targets (its end-to-end ones are in
@@ -16,7 +18,7 @@ def _kib(size: int) -> str:
     return f"{size / 1024:.1f} KiB" if size < 1 << 20 else f"{size / (1 << 20):.2f} MiB"
 
 
-def inprocess(rows: list[dict]) -> list[str]:
+def inprocess(rows: list[dict[str, Any]]) -> list[str]:
     """Review vs JSON floors per case (µs)."""
     return [
         "### In-process: one review vs the JSON floor (µs)",
@@ -53,7 +55,7 @@ def inprocess(rows: list[dict]) -> list[str]:
     ]
 
 
-def growth(result: dict) -> list[str]:
+def growth(result: dict[str, Any]) -> list[str]:
     """Cost per review by container count, slopes and the linearity check."""
     fits = result["fits"]
     lines = [
@@ -99,7 +101,7 @@ def growth(result: dict) -> list[str]:
     return lines
 
 
-def breakdown(result: dict) -> list[str]:
+def breakdown(result: dict[str, Any]) -> list[str]:
     """The two WSGI apps called directly, and the parts of their difference (µs)."""
     stats = result["stats"]
     return [
@@ -117,7 +119,7 @@ def breakdown(result: dict) -> list[str]:
     ]
 
 
-def memory(result: dict) -> list[str]:
+def memory(result: dict[str, Any]) -> list[str]:
     """RSS and PSS of master + workers at each checkpoint."""
     return [
         "### Memory of `webhook serve` (master + workers)",
@@ -142,7 +144,7 @@ def memory(result: dict) -> list[str]:
     ]
 
 
-def targets(results: dict) -> list[dict]:
+def targets(results: dict[str, Any]) -> list[dict[str, Any]]:
     """Each of the issue's targets that this run measured: what, the number, met or not."""
     checks = []
     seed = next((r for r in results.get("inprocess", []) if r["case"] == SEED_CASE), None)
@@ -186,8 +188,8 @@ def targets(results: dict) -> list[dict]:
     return checks
 
 
-def _steadiness(before: dict, after: dict | None) -> str:
-    def text(s: dict) -> str:
+def _steadiness(before: dict[str, Any], after: dict[str, Any] | None) -> str:
+    def text(s: dict[str, Any]) -> str:
         return (
             f"{s['loop_ms_min']}–{s['loop_ms_max']} ms (median {s['loop_ms_median']}, "
             f"spread {s['spread_pct']}%)"
@@ -208,7 +210,7 @@ def _verdict(met: bool | None) -> str:
     return "unclear" if met is None else "yes" if met else "**no**"
 
 
-def render(results: dict) -> str:
+def render(results: dict[str, Any]) -> str:
     """The whole report as Markdown."""
     lines = [
         (

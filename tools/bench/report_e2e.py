@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import statistics
 from collections.abc import Callable
+from typing import Any
 
 from . import lineup
 
@@ -25,7 +26,9 @@ def _pairs(values: list[float]) -> str:
     return f"**{statistics.median(values):.2f}×** ({min(values):.2f}–{max(values):.2f})"
 
 
-def _lineup_rows(series: dict, columns: Callable[[dict], list[object]]) -> list[list[object]]:
+def _lineup_rows(
+    series: dict[str, Any], columns: Callable[[dict[str, Any]], list[object]]
+) -> list[list[object]]:
     rows = []
     for name, stats in series["servers"].items():
         ratios = series["ratios"].get(name)
@@ -38,7 +41,7 @@ def _lineup_rows(series: dict, columns: Callable[[dict], list[object]]) -> list[
     return rows
 
 
-def end_to_end(result: dict) -> list[str]:
+def end_to_end(result: dict[str, Any]) -> list[str]:
     """Closed loop per connection count, then the fixed rate: every server, lwgpu's ratios."""
     ratio_heads = ["lwgpu / this req/s", "lwgpu / this CPU", "lwgpu / this p99"]
     lines = [
@@ -119,14 +122,14 @@ def _median(values: list[float]) -> float:
     return round(statistics.median(values), 2)
 
 
-def _ratio_check(target: str, ratios: list[float], met: Callable[[float], bool]) -> dict:
+def _ratio_check(target: str, ratios: list[float], met: Callable[[float], bool]) -> dict[str, Any]:
     """One target row: the median of one interleaved run's ratios, their range, whether met."""
     value = _median(ratios)
     measured = f"{value:.2f}× ({min(ratios):.2f}–{max(ratios):.2f})"
     return {"target": target, "measured": measured, "met": met(value)}
 
 
-def end_to_end_targets(e2e: dict) -> list[dict]:
+def end_to_end_targets(e2e: dict[str, Any]) -> list[dict[str, Any]]:
     """Issue 19's end-to-end targets, each from ratios of one interleaved run."""
     checks = []
     for level in e2e.get("levels", []):

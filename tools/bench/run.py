@@ -28,16 +28,18 @@ import tempfile
 import time
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import Any
 
 import orjson
 
+from tools.paths import REPO
 from webhook import DEFAULT_POLICIES
 from webhook.files import load_policies
 
 from . import bodies, e2e, inprocess, lineup, report, timing
 
 PARTS = ("inprocess", "growth", "breakdown", "e2e", "memory")
-OUT = Path(__file__).resolve().parents[2] / "bench-results"
+OUT = REPO / "bench-results"
 
 
 def _commit() -> str:
@@ -94,12 +96,12 @@ def _parser() -> argparse.ArgumentParser:
     return parser
 
 
-def run(args: argparse.Namespace) -> dict:
+def run(args: argparse.Namespace) -> dict[str, Any]:
     """Run the chosen parts; the results as one JSON-able dict."""
     quick = args.quick
     policies = load_policies(DEFAULT_POLICIES)
     seed = bodies.body(bodies.seed_pod())
-    results: dict = {
+    results: dict[str, Any] = {
         "started": datetime.now(UTC).isoformat(timespec="seconds"),
         "commit": _commit(),
         "cpus": os.cpu_count(),
@@ -144,7 +146,7 @@ def run(args: argparse.Namespace) -> dict:
     return results
 
 
-def _breakdown(scratch: Path, budget_s: float) -> dict:
+def _breakdown(scratch: Path, budget_s: float) -> dict[str, Any]:
     # A process of its own: see the docstring of tools.bench.wsgi.
     (scratch / "metrics").mkdir()
     env = {**os.environ, "PROMETHEUS_MULTIPROC_DIR": str(scratch / "metrics")}
@@ -156,7 +158,8 @@ def _breakdown(scratch: Path, budget_s: float) -> dict:
         check=True,
         timeout=budget_s + 120,
     )
-    return orjson.loads(out.read_bytes())
+    result: dict[str, Any] = orjson.loads(out.read_bytes())
+    return result
 
 
 def _stop_on_sigterm(signum: int, frame: object) -> None:

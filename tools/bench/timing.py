@@ -10,6 +10,7 @@ from __future__ import annotations
 import statistics
 import time
 from collections.abc import Callable
+from typing import Any
 
 
 def percentile(values: list[float], fraction: float) -> float:
@@ -19,7 +20,7 @@ def percentile(values: list[float], fraction: float) -> float:
     return ordered[rank]
 
 
-def summary(samples_ns: list[int]) -> dict:
+def summary(samples_ns: list[int]) -> dict[str, Any]:
     """Median, p99 and count of samples in nanoseconds, as microseconds."""
     micros = [s / 1000 for s in samples_ns]
     return {
@@ -36,7 +37,7 @@ def interleaved(
     max_rounds: int,
     min_rounds: int = 5,
     warmup: int = 3,
-) -> dict[str, dict]:
+) -> dict[str, dict[str, Any]]:
     """Call every function once per round, rotating the order, and time each call.
 
     Stops after `max_rounds` rounds or `budget_s` seconds, whichever comes first
@@ -61,7 +62,7 @@ def interleaved(
     return {name: summary(values) for name, values in samples.items()}
 
 
-def steadiness(rounds: int = 12, pause_s: float = 0.25, work: int = 400_000) -> dict:
+def steadiness(rounds: int = 12, pause_s: float = 0.25, work: int = 400_000) -> dict[str, Any]:
     """How steady the CPU is: the same fixed loop timed `rounds` times, `pause_s` apart.
 
     On a quiet machine of its own the times agree within a few percent; on a shared

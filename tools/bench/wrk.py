@@ -17,6 +17,7 @@ import subprocess
 import time
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 SCRIPT = r"""
 wrk.method = "POST"
@@ -74,7 +75,7 @@ def run(
     delay_ms: int = 0,
     limit_per_thread: int = 0,
     until: Callable[[], bool] | None = None,
-) -> dict:
+) -> dict[str, Any]:
     """One wrk run against `url`: requests, throughput, latency percentiles and errors.
 
     wrk always sleeps out its `-d` duration; when `until()` turns true (polled a few
@@ -106,7 +107,7 @@ def run(
     lines = [line for line in stdout.splitlines() if line.startswith("LWGPU_RESULT ")]
     if process.returncode != 0 or not lines:
         raise RuntimeError(f"wrk failed ({process.returncode}): {stderr or stdout}")
-    result = json.loads(lines[-1].removeprefix("LWGPU_RESULT "))
+    result: dict[str, Any] = json.loads(lines[-1].removeprefix("LWGPU_RESULT "))
     result["rps"] = round(result["requests"] / (result["duration_us"] / 1e6), 1)
     result["errors_total"] = sum(result["errors"].values())
     return result

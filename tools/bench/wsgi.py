@@ -18,12 +18,15 @@ import io
 import os
 import sys
 import tempfile
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
+from wsgiref.types import WSGIApplication
 
 import orjson
 
 
-def _environ(body: bytes) -> dict:
+def _environ(body: bytes) -> dict[str, Any]:
     return {
         "REQUEST_METHOD": "POST",
         "PATH_INFO": "/mutate",
@@ -42,10 +45,17 @@ def _environ(body: bytes) -> dict:
     }
 
 
-def _caller(app, body: bytes):
+def _caller(app: WSGIApplication, body: bytes) -> Callable[[], bytes]:
     def call() -> bytes:
-        statuses = []
-        chunks = app(_environ(body), lambda status, headers, exc_info=None: statuses.append(status))
+        statuses: list[str] = []
+
+        def start_response(
+            status: str, headers: list[tuple[str, str]], exc_info: object = None
+        ) -> Callable[[bytes], object]:
+            statuses.append(status)
+            return lambda data: None  # the write() of old WSGI apps: none here uses it
+
+        chunks = app(_environ(body), start_response)
         data = b"".join(chunks)
         # WSGI makes close() optional: Flask's response has one, a plain list does not.
         getattr(chunks, "close", lambda: None)()
@@ -56,7 +66,7 @@ def _caller(app, body: bytes):
     return call
 
 
-def breakdown(budget_s: float) -> dict:
+def breakdown(budget_s: float) -> dict[str, Any]:
     """Median µs per call of each part, and the glue that the parts leave unexplained."""
     from webhook import DEFAULT_POLICIES, admission
     from webhook.server.app import access_log, metrics
@@ -69,16 +79,18 @@ def breakdown(budget_s: float) -> dict:
 
     store = PolicyStore(DEFAULT_POLICIES)
     store.poll()
+    policies = store.current
+    assert policies is not None, store.error  # the shipped policy always loads
     body = bodies.body(bodies.seed_pod())
     # The line the server writes for an answered review, from its checked request.
     request = admission.parse_request(orjson.loads(body))
-    result = admission.review(request, store.current, "mutate")
+    result = admission.review(request, policies, "mutate")
     stats = interleaved(
         {
             "webhook app": _caller(create_app(store), body),
             "Flask no-op app": _caller(noop.create_app(), body),
             "bare WSGI app": _caller(noop.bare_app, body),
-            "review": lambda: review_bytes(body, store.current),
+            "review": lambda: review_bytes(body, policies),
             "floor JSON": lambda: orjson_floor(body),
             "metrics": lambda: metrics.observe_review("mutate", "mutated", 0.001),
             "access log": lambda: access_log.write(

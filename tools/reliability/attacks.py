@@ -12,6 +12,7 @@ bench-results/reliability-attacks.json. Every loop is bounded; nothing leaves lo
 from __future__ import annotations
 
 import argparse
+import functools
 import http.client
 import json
 import socket
@@ -24,12 +25,14 @@ from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from pathlib import Path
+from typing import Any
 
 import orjson
 from prometheus_client.parser import text_string_to_metric_families
 
 from tools.bench import bodies, procs
 from tools.loopback.server import make_certs
+from tools.paths import REPO
 from tools.reliability.payloads import (
     dense_review,
     hostile_names,
@@ -42,7 +45,7 @@ HOLD_S = 8.0  # how long each attack is held while legitimate reviews run
 CLIENTS, PACE_S = 3, 0.2  # legitimate clients, each sending a review every 0.2 s
 TIMEOUT_S = 5.0  # the webhook's timeoutSeconds in deploy/
 HELD = 256
-OUT = procs.REPO / "bench-results" / "reliability-attacks.json"
+OUT = REPO / "bench-results" / "reliability-attacks.json"
 SEED = bodies.body(bodies.seed_pod())
 
 
@@ -101,11 +104,11 @@ def recovery(server: procs.Server, limit: float = 60.0) -> float:
 
 
 @contextmanager
-def stalls(server: procs.Server, kind: str) -> Iterator[dict]:
+def stalls(server: procs.Server, kind: str) -> Iterator[dict[str, Any]]:
     attacker = Stalls(server.port, server.ca, kind, HELD)
     attacker.start()
     attacker.held.wait(60)
-    facts: dict = {}
+    facts: dict[str, Any] = {}
     try:
         yield facts
     finally:
@@ -117,7 +120,7 @@ def stalls(server: procs.Server, kind: str) -> Iterator[dict]:
 
 
 @contextmanager
-def connect_flood(server: procs.Server) -> Iterator[dict]:
+def connect_flood(server: procs.Server) -> Iterator[dict[str, Any]]:
     """300 TCP connects in 0.3 s that never send a byte, held open."""
     held = []
     for _ in range(300):
@@ -131,7 +134,7 @@ def connect_flood(server: procs.Server) -> Iterator[dict]:
 
 
 @contextmanager
-def repeated(server: procs.Server, body: bytes, concurrent: int) -> Iterator[dict]:
+def repeated(server: procs.Server, body: bytes, concurrent: int) -> Iterator[dict[str, Any]]:
     """`concurrent` clients sending `body` again and again while the attack is held."""
     stop = threading.Event()
     seen: list[tuple[float, int, int]] = []
@@ -145,7 +148,7 @@ def repeated(server: procs.Server, body: bytes, concurrent: int) -> Iterator[dic
     threads = [threading.Thread(target=client, daemon=True) for _ in range(concurrent)]
     for thread in threads:
         thread.start()
-    facts: dict = {"body_mib": round(len(body) / 2**20, 2), "concurrent": concurrent}
+    facts: dict[str, Any] = {"body_mib": round(len(body) / 2**20, 2), "concurrent": concurrent}
     try:
         yield facts
     finally:
@@ -161,7 +164,7 @@ def repeated(server: procs.Server, body: bytes, concurrent: int) -> Iterator[dic
 
 
 ATTACKS: dict[str, Callable[[procs.Server], object]] = {
-    **{f"{HELD} x {kind}": (lambda s, k=kind: stalls(s, k)) for kind in KINDS},
+    **{f"{HELD} x {kind}": functools.partial(stalls, kind=kind) for kind in KINDS},
     "300 TCP connects in 0.3 s": connect_flood,
     "8 concurrent 7 MiB reviews": lambda s: repeated(
         s, bodies.body(bodies.pod_near_limit(7 * 2**20 - 4096)), 8
@@ -192,7 +195,7 @@ def server_errors(server: procs.Server) -> int:
     )
 
 
-def attack(server: procs.Server, name: str) -> dict:
+def attack(server: procs.Server, name: str) -> dict[str, Any]:
     """One row: the attack held while legitimate reviews run, then the recovery."""
     errors_before = server_errors(server)
     sampler = Sampler(server.process.pid)
@@ -217,7 +220,7 @@ def attack(server: procs.Server, name: str) -> dict:
     }
 
 
-def access_lines(path: Path) -> dict:
+def access_lines(path: Path) -> dict[str, Any]:
     """How the per-review lines on the server's stdout pipe came out."""
     lines = path.read_bytes().splitlines()
     invalid = 0
@@ -244,7 +247,7 @@ COLUMNS = (
 )
 
 
-def table(rows: list[dict]) -> str:
+def table(rows: list[dict[str, Any]]) -> str:
     """The rows as the Markdown table docs/RELIABILITY.md shows."""
     out = ["| " + " | ".join(title for _, title in COLUMNS) + " |"]
     out.append("|---|" + "---:|" * (len(COLUMNS) - 1))

@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import argparse
 import collections
+import functools
 import json
 import os
 import platform
@@ -34,10 +35,11 @@ import tempfile
 import time
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 from tools.cluster import binaries
 from tools.cluster.volumes import install_secret
-from tools.loopback.server import install_file_by_file, make_certs, serving
+from tools.loopback.server import Server, install_file_by_file, make_certs, serving
 from tools.paths import REPO
 from tools.reliability import procfs
 from tools.reliability.load import Load, Record
@@ -52,16 +54,31 @@ AFTER = 600  # requests after recovery, to show the server serves again
 TIMEOUT_S = 45  # for any one wait; gunicorn's graceful timeout is 30 s
 
 
-def counter(server, name: str) -> float:
+def counter(server: Server, name: str) -> float:
     """A label-less counter of the server's /metrics (0 before its first increment)."""
     return server.metrics().get((name, frozenset()), 0.0)
+
+
+def counted(server: Server, name: str, at_least: float) -> bool:
+    """True once the counter `name` has reached `at_least`."""
+    return counter(server, name) >= at_least
+
+
+def first_served(records: list[Record], since: float, cert: bytes) -> Record | None:
+    """The first request started after `since` that was served the certificate `cert`."""
+    return next((r for r in records if r.start > since and r.cert == cert), None)
+
+
+def all_serving(records: list[Record], cert: bytes) -> bool:
+    """True once the last 20 handshakes in a row were served the certificate `cert`."""
+    return [r.cert for r in records if r.cert][-20:] == [cert] * 20
 
 
 def _served(expected: str) -> Callable[[Record], bool]:
     return lambda r: r.status == 200 and r.profile == expected
 
 
-def kill_worker(work: Path) -> dict:
+def kill_worker(work: Path) -> dict[str, Any]:
     """(a) SIGKILL one of the two workers under load."""
     with (
         serving(work, DEFAULT_POLICIES, workers=2, threads=4) as server,
@@ -73,13 +90,12 @@ def kill_worker(work: Path) -> dict:
         victim = min(workers)
         struck = time.monotonic()
         os.kill(victim, signal.SIGKILL)
-        replaced = wait_for(
-            lambda: (
-                (now := procfs.children(server.process.pid)) != workers and len(now) == 2 and now
-            ),
-            TIMEOUT_S,
-            what="a new worker",
-        )
+
+        def replacement() -> set[int]:
+            now = procfs.children(server.process.pid)
+            return now if now != workers and len(now) == 2 else set()
+
+        replaced = wait_for(replacement, TIMEOUT_S, what="a new worker")
         wait_for(
             lambda: counter(server, "lwgpu_policy_reloads_total") > loaded,
             TIMEOUT_S,
@@ -97,7 +113,7 @@ def kill_worker(work: Path) -> dict:
     )
 
 
-def policy_faults(work: Path) -> dict:
+def policy_faults(work: Path) -> dict[str, Any]:
     """(b) Edit, corrupt, truncate, empty, delete and restore the policy file under load."""
     live = work / "policies" / "default.yaml"
     live.parent.mkdir()
@@ -110,7 +126,7 @@ def policy_faults(work: Path) -> dict:
         # (time, profiles a correct answer may name from then on)
         accepted: list[tuple[float, set[str]]] = [(0.0, {"GRID-P4-2Q"})]
         failures0 = counter(server, "lwgpu_policy_reload_failures_total")
-        steps = []
+        steps: list[dict[str, Any]] = []
         for step in policy_steps(live):
             done = time.monotonic()
             before = counter(server, step.metric)
@@ -118,7 +134,7 @@ def policy_faults(work: Path) -> dict:
             if step.profile:  # a valid edit: either class until both workers reloaded
                 accepted.append((done, accepted[-1][1] | {step.profile}))
             wait_for(
-                lambda m=step.metric, b=before: counter(server, m) >= b + 2,
+                functools.partial(counted, server, step.metric, before + 2),
                 TIMEOUT_S,
                 what=f"both workers to see the {step.name} policy",
             )
@@ -150,7 +166,7 @@ def policy_faults(work: Path) -> dict:
     )
 
 
-def rotate_certificates(work: Path) -> dict:
+def rotate_certificates(work: Path) -> dict[str, Any]:
     """(c) Swap in four new certificate sets (each with a new CA) under load."""
     sets = [make_certs(work / "sets" / f"v{i}", force=True) for i in range(1, 6)]
     live = work / "live"
@@ -171,16 +187,14 @@ def rotate_certificates(work: Path) -> dict:
             else:
                 install_file_by_file(live, cert_set, f"v{version}")
             first = wait_for(
-                lambda s=swapped, n=new: next(
-                    (r for r in load.records if r.start > s and r.cert == n), None
-                ),
+                functools.partial(first_served, load.records, swapped, new),
                 TIMEOUT_S,
                 what=f"certificate v{version} served",
             )
             recoveries.append(first.end - swapped)
             # Both workers switched once 20 handshakes in a row got the new certificate.
             wait_for(
-                lambda n=new: [r.cert for r in load.records if r.cert][-20:] == [n] * 20,
+                functools.partial(all_serving, load.records, new),
                 TIMEOUT_S,
                 what=f"every worker serving v{version}",
             )
@@ -208,7 +222,7 @@ def _der(cert_set: Path) -> bytes:
     )
 
 
-def terminate_master(work: Path) -> dict:
+def terminate_master(work: Path) -> dict[str, Any]:
     """(d) SIGTERM the gunicorn master while slow requests are in flight."""
     with (
         serving(work, DEFAULT_POLICIES, workers=2, threads=4) as server,

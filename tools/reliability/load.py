@@ -19,9 +19,10 @@ import socket
 import ssl
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Self
+from typing import Any, Self
 
 import orjson
 
@@ -141,8 +142,11 @@ class Load:
         target = len(self.records) + more
         wait_for(lambda: len(self.records) >= target, timeout, what=f"{more} more requests")
 
-    def _loop(self, name: str, run) -> None:
-        state: dict = {}  # the keep-alive client's connection; whether this request opened one
+    def _loop(
+        self, name: str, run: Callable[[dict[str, Any]], tuple[int, bytes, bytes | None]]
+    ) -> None:
+        # The keep-alive client's connection; whether this request opened one.
+        state: dict[str, Any] = {}
         while self.running():
             start = time.monotonic()
             status = profile = error = cert = None
@@ -169,7 +173,7 @@ class Load:
         if state.get("conn") is not None:
             state["conn"].close()
 
-    def _keepalive(self, state: dict) -> tuple[int, bytes, bytes | None]:
+    def _keepalive(self, state: dict[str, Any]) -> tuple[int, bytes, bytes | None]:
         state["handshake"] = "conn" not in state
         if state["handshake"]:
             state["conn"] = connect(self.port, *self.ca_files)
@@ -186,7 +190,7 @@ class Load:
             del state["conn"]
         return status, data, None
 
-    def _fresh(self, state: dict) -> tuple[int, bytes, bytes | None]:
+    def _fresh(self, state: dict[str, Any]) -> tuple[int, bytes, bytes | None]:
         state["handshake"], state["opened"] = True, time.monotonic()
         conn = connect(self.port, *self.ca_files)
         try:
@@ -195,7 +199,7 @@ class Load:
         finally:
             conn.close()
 
-    def _slow(self, state: dict) -> tuple[int, bytes, bytes | None]:
+    def _slow(self, state: dict[str, Any]) -> tuple[int, bytes, bytes | None]:
         state["handshake"], state["opened"] = True, time.monotonic()
         raw = socket.create_connection(("127.0.0.1", self.port), timeout=30)
         context = client_context(*self.ca_files)

@@ -5,19 +5,21 @@ client on the pod network could send instead.
 
 from __future__ import annotations
 
+from typing import Any
+
 import orjson
 
 from tools.bench import bodies
 
 
-def update_review(obj: dict) -> bytes:
+def update_review(obj: dict[str, Any]) -> bytes:
     """An UPDATE review of `obj` with itself as oldObject: twice the object in one body."""
     review = bodies.review(obj)
     review["request"].update(operation="UPDATE", oldObject=obj)
     return orjson.dumps(review)
 
 
-def init_containers_pod(count: int = 40_000) -> dict:
+def init_containers_pod(count: int = 40_000) -> dict[str, Any]:
     """The seed pod with `count` init containers that each ask GPU memory (~3 MiB at 40k)."""
     pod = bodies.seed_pod()
     pod["spec"]["initContainers"] = [

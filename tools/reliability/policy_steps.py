@@ -35,7 +35,7 @@ class Step:
     """One change to the policy file."""
 
     name: str
-    apply: Callable[[], None]
+    apply: Callable[[], object]
     metric: str  # the counter each worker increments once it has seen the change
     profile: str | None  # the class answers name afterwards (None: unchanged, a bad state)
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import Any
 
 from tools.reliability.load import Record
 
@@ -13,8 +14,8 @@ def row(
     at: list[float],
     recovery_s: float,
     ok: Callable[[Record], bool],
-    **extra,
-) -> dict:
+    **extra: Any,
+) -> dict[str, Any]:
     """The table row of one fault; `at` are the moments it struck."""
     failed = [r for r in records if not ok(r)]
     in_flight = [r for r in failed if any(r.in_flight(t) for t in at)]
@@ -47,7 +48,7 @@ def row(
     }
 
 
-def table(rows: list[dict]) -> str:
+def table(rows: list[dict[str, Any]]) -> str:
     """The rows as a Markdown table (the form docs/RELIABILITY.md shows)."""
     columns = (
         "fault",
