@@ -1,7 +1,8 @@
-"""Entry point for ``python -m certs``."""
+"""Entry point for ``python -m certs``: the `certs` command of `webhook.cli` as a program of its
+own (the certificate Job in deploy/ runs it)."""
 
 import sys
 
-from .cli import main
+from webhook.cli.certs import main
 
 sys.exit(main())

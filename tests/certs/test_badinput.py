@@ -93,9 +93,11 @@ def test_bad_files_are_refused_and_left_alone(tmp_path, command, name, how, mess
     assert result.returncode == 2
     assert result.stdout == ""
     lines = result.stderr.strip().splitlines()
-    assert len(lines) == 1 and lines[0].startswith("certs: error: ") and message in lines[0], (
-        result.stderr
-    )
+    assert (
+        len(lines) == 1
+        and lines[0].startswith(f"python -m certs {command}: error: ")
+        and message in lines[0]
+    ), result.stderr
     assert _snapshot(good) == before
 
 

@@ -25,6 +25,7 @@ from hypothesis import strategies as st
 from tests.fakes.nvml import FakeNVML
 from tests.support.builders import MEM
 from tools.waiting import wait_for
+from webhook.cli import main
 from webhook.kube.client import core_api
 from webhook.node import labeller
 from webhook.node.nvml import label_value
@@ -90,7 +91,7 @@ def test_dry_run_prints_the_seed_format_and_contacts_nothing(
     """--dry-run: the labels as `key=value`, and no client built (there is no configuration
     to build one from), so no API request."""
     FakeNVML(gpus).install(monkeypatch)
-    assert labeller.main(["--dry-run"]) == 0
+    assert main(["label-node", "--dry-run"]) == 0
     printed = capsys.readouterr()
     assert dict(line.split("=", 1) for line in printed.out.splitlines()) == expected
     assert printed.err == ""
@@ -153,7 +154,7 @@ def test_nvml_failure_exits_2_before_any_api_call(
     """Each NVML failure: exit 2, one line naming the cause (not the missing configuration: no
     client was built), NVML shut down again."""
     nvml = FakeNVML(gpus, fail).install(monkeypatch)
-    assert labeller.main(["--once"]) == 2
+    assert main(["label-node", "--once"]) == 2
     lines = capsys.readouterr().err.strip().splitlines()
     assert len(lines) == 1 and message in lines[0]
     assert nvml.ready is False  # NVML shut down again after a failed read
@@ -182,7 +183,7 @@ def test_patch_carries_exactly_the_three_labels_then_is_idempotent(
 ):
     """First run: one merge patch with the three labels; second run: read only, no patch."""
     FakeNVML([P4_2Q]).install(monkeypatch)
-    assert labeller.main([]) == 0
+    assert main(["label-node"]) == 0
     patches = [r for r in kube_requests.sent if r.method == "PATCH"]
     assert [(r.path, r.content_type) for r in patches] == [
         (f"/api/v1/nodes/{node}", "application/merge-patch+json")
@@ -190,7 +191,7 @@ def test_patch_carries_exactly_the_three_labels_then_is_idempotent(
     assert patches[0].body == {"metadata": {"labels": SEED_LABELS}}
     assert own_nodes.labels(node) == {"kubernetes.io/os": "linux", **SEED_LABELS}
     kube_requests.sent.clear()
-    assert labeller.main(["--once"]) == 0
+    assert main(["label-node", "--once"]) == 0
     assert methods(kube_requests) == ["GET"]
 
 
@@ -198,7 +199,7 @@ def test_a_drifted_label_is_patched_back(node, own_nodes, monkeypatch):
     """Someone changed one label: the next run writes the GPU's truth again."""
     FakeNVML([TESLA_P4]).install(monkeypatch)
     own_nodes.relabel(node, {**SEED_LABELS, "aliyun.accelerator/nvidia_mem": "2048MiB"})
-    assert labeller.main(["--node", node]) == 0
+    assert main(["label-node", "--node", node]) == 0
     labels = own_nodes.labels(node)
     assert labels["aliyun.accelerator/nvidia_mem"] == "7611MiB"
     assert labels["aliyun.accelerator/nvidia_name"] == "Tesla-P4"
@@ -219,7 +220,7 @@ def test_missing_node_is_a_clear_error(
     FakeNVML([P4_2Q]).install(monkeypatch)
     if not env:
         monkeypatch.delenv("NODE_NAME")
-    assert labeller.main(argv) == code
+    assert main(["label-node", *argv]) == code
     assert message in capsys.readouterr().err
     assert "PATCH" not in methods(kube_requests)
 
@@ -259,7 +260,7 @@ def test_interval_survives_an_apiserver_restart_and_recovers(
     finally:
         stop.set()
         thread.join(30)
-    assert result == [0]
+    assert result == [True]
 
 
 def test_sigterm_stops_the_interval_loop(node, own_nodes, monkeypatch):
@@ -272,6 +273,6 @@ def test_sigterm_stops_the_interval_loop(node, own_nodes, monkeypatch):
 
     threading.Thread(target=terminate_after_the_labels, daemon=True).start()
     started = time.monotonic()
-    assert labeller.main(["--interval", "3600"]) == 0
+    assert main(["label-node", "--interval", "3600"]) == 0
     assert time.monotonic() - started < 60
     assert own_nodes.labels(node)["aliyun.accelerator/nvidia_count"] == "1"

@@ -64,12 +64,13 @@ def test_whole_gpu_pods_land_on_no_lightweight_node(gpus):
 
 def test_an_unreadable_nodes_file_exits_2(tmp_path):
     absent = tmp_path / "absent.yaml"
-    code, out, _ = run_cli("policy", "check", MIXED, "--nodes", str(absent))
+    unreadable = f"error: {absent}: cannot read: no such file or directory"
+    code, out, err = run_cli("policy", "check", MIXED, "--nodes", str(absent))
     assert code == 2 and out.startswith("ok: ")
-    assert out.splitlines()[-1] == f"error: {absent}: cannot read: no such file or directory"
+    assert err == f"python -m webhook policy check: {unreadable}\n"
     code, _, err = run_cli("review", MIXED, "--nodes", str(absent))
     assert code == 2
-    assert err.splitlines()[-1] == f"error: {absent}: cannot read: no such file or directory"
+    assert err.splitlines()[-1] == f"python -m webhook review: {unreadable}"
 
 
 def test_review_names_the_governing_policy_and_checks_placement(tmp_path):

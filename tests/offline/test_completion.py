@@ -55,7 +55,10 @@ def complete(tmp_path, words: list[str]) -> list[str]:
 @pytest.mark.parametrize(
     ("words", "expected"),
     [
-        (["lwgpu", ""], {"review", "policy", "serve", "label-node", "completion", "--version"}),
+        (
+            ["lwgpu", ""],
+            {"review", "policy", "serve", "label-node", "certs", "completion", "--version"},
+        ),
         (["lwgpu", "re"], {"review"}),
         (["lwgpu", "policy", ""], {"check", "explain"}),
         (["lwgpu", "review", "--o"], {"--output"}),
@@ -64,6 +67,8 @@ def complete(tmp_path, words: list[str]) -> list[str]:
         (["lwgpu", "policy", "check", "--n"], {"--nodes"}),
         (["lwgpu", "serve", "--client"], {"--client-ca"}),
         (["lwgpu", "completion", ""], {"bash", "zsh"}),
+        (["lwgpu", "certs", ""], {"generate", "check", "install"}),
+        (["lwgpu", "certs", "generate", "--key-type", ""], {"ecdsa-p256", "rsa-2048"}),
     ],
     ids=lambda v: " ".join(v) if isinstance(v, list) else None,
 )

@@ -48,9 +48,11 @@ def test_a_namespace_no_policy_claims():
     assert out.count("no include pattern matches") == 2
 
 
-def test_unloadable_policies_exit_1(tmp_path):
-    code, out, _ = run_cli("policy", "explain", "x", "--policies", str(tmp_path / "none"))
-    assert code == 1 and out.startswith("error: ")
+def test_unloadable_policies_exit_2(tmp_path):
+    """Policies that do not load are input explain cannot read, as for review."""
+    code, out, err = run_cli("policy", "explain", "x", "--policies", str(tmp_path / "none"))
+    assert (code, out) == (2, "")
+    assert err.startswith("python -m webhook policy explain: error: cannot load policies:\n")
 
 
 SPILL_YAML = (EXAMPLE_POLICIES / "mixed-fleet.yaml").read_text()

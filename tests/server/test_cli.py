@@ -17,13 +17,12 @@ from cryptography import x509
 from tests.support.paths import REPO
 from tools.loopback.server import make_certs, start
 from tools.waiting import wait_for
-from webhook.cli import main
-from webhook.server import cli
+from webhook.cli import main, serve
 
 POLICY = REPO / "policies" / "default.yaml"
 # Runs the real command line with the development folder moved out of the repository.
 REDIRECTED = (
-    "import sys; from pathlib import Path; import webhook.server.cli as c; "
+    "import sys; from pathlib import Path; import webhook.cli.serve as c; "
     "c.DEV_CERTS = Path(sys.argv.pop(1)); from webhook.cli import main; sys.exit(main())"
 )
 
@@ -80,7 +79,7 @@ def test_unusable_tls_flags_exit_2(pairs, tmp_path, capsys, flags, message):
     names = {"a": pairs[0], "b": pairs[1], "empty": tmp_path}
     assert main(["serve", *(f.format(**names) for f in flags)]) == 2
     err = capsys.readouterr().err
-    assert f"webhook serve: error: {message.format(**names)}" in err
+    assert f"python -m webhook serve: error: {message.format(**names)}" in err
     assert "Errno" not in err and "[SSL" not in err  # the OS's and OpenSSL's words in prose
 
 
@@ -103,17 +102,17 @@ def test_bad_numbers_are_usage_errors(capsys, flags, message):
 
 def test_defaults_match_the_spec():
     parser = argparse.ArgumentParser()
-    cli.register(parser.add_subparsers())
-    args = parser.parse_args(["serve"])
+    serve.configure(parser)
+    args = parser.parse_args([])
     assert (args.host, args.port, args.workers, args.threads) == ("127.0.0.1", 8443, 2, 8)
     # The shipped policy, read through the package data link (webhook/defaults -> policies/).
     assert args.policies.resolve() == (REPO / "policies" / "default.yaml").resolve()
-    assert Path(".dev-certs") == cli.DEV_CERTS  # beside where `serve` runs, as `make run` does
+    assert Path(".dev-certs") == serve.DEV_CERTS  # beside where `serve` runs, as `make run` does
 
 
 def test_development_certificate_is_created_once(tmp_path, monkeypatch, capsys):
-    monkeypatch.setattr(cli, "DEV_CERTS", tmp_path / "dev")
-    certfile, keyfile = cli.development_pair(9443)
+    monkeypatch.setattr(serve, "DEV_CERTS", tmp_path / "dev")
+    certfile, keyfile = serve.development_pair(9443)
     first = certfile.read_bytes()
     sans = (
         x509.load_pem_x509_certificate(first)
@@ -125,7 +124,7 @@ def test_development_certificate_is_created_once(tmp_path, monkeypatch, capsys):
     )
     assert [str(ip) for ip in sans.get_values_for_type(x509.IPAddress)] == ["127.0.0.1"]
     assert "https://localhost:9443/healthz" in capsys.readouterr().err
-    cli.development_pair(9443)
+    serve.development_pair(9443)
     assert certfile.read_bytes() == first and keyfile.exists()
 
 
@@ -172,13 +171,13 @@ def test_serve_refuses_a_port_in_use(pairs, capsys, reuse_port):
         assert main(["serve", "--port", str(port), "--tls-dir", str(pairs[0])]) == 2
     err = capsys.readouterr().err
     assert err == (
-        f"webhook serve: error: port {port} on 127.0.0.1 is already in use by another "
+        f"python -m webhook serve: error: port {port} on 127.0.0.1 is already in use by another "
         "process; stop it or choose another --port\n"
     )
 
 
 def test_serve_flags_reach_the_read_limits():
     parser = argparse.ArgumentParser()
-    cli.register(parser.add_subparsers())
-    args = parser.parse_args(["serve", "--handshake-timeout", "1.5", "--body-timeout", "2"])
+    serve.configure(parser)
+    args = parser.parse_args(["--handshake-timeout", "1.5", "--body-timeout", "2"])
     assert (args.handshake_timeout, args.header_timeout, args.body_timeout) == (1.5, 3.0, 2.0)

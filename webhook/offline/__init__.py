@@ -1,4 +1,5 @@
-"""The offline commands: `review` (CI's dry run of manifests) and `policy check`.
+"""What the offline commands do: `review` (CI's dry run of manifests), `policy check --nodes`
+and `policy explain`; their command lines are `webhook.cli.review` and `webhook.cli.policy`.
 
 A shell: reads files and stdin, calls `webhook.admission` and `webhook.core`, prints.
 Imports: any layer below it; never `webhook.server` or `webhook.node`.

@@ -1,9 +1,9 @@
 """What `webhook review` prints: notices on stderr, then one printer per `--output` format.
 
-Each result is a dict `review` builds per document: where it was found (`file#index`),
-`ref` (Kind/namespace/name), the verdict, the object as the webhook gets it (`source`: a
-manifest as the apiserver decodes it, an AdmissionReview's request.object) and as the
-apiserver stores it (`object`), the webhook's JSON Patch and, for an AdmissionReview, the
+Each result is the `Verdict` `review` builds per document: where it was found
+(`file#index`), `ref` (Kind/namespace/name), the verdict, the object as the webhook gets it
+(`source`: a manifest as the apiserver decodes it, an AdmissionReview's request.object) and as
+the apiserver stores it (`object`), the webhook's JSON Patch and, for an AdmissionReview, the
 server's `review`.
 """
 
@@ -12,14 +12,15 @@ from __future__ import annotations
 import difflib
 import json
 import sys
-from typing import Any
+from typing import Any, Final
 
 from webhook.api.workload import as_map, group_of
 
+from .review import Verdict
 from .yaml_output import dump_manifest
 
 # The keys of one verdict in `-o json`, the same for every input.
-VERDICT_KEYS = (
+VERDICT_KEYS: Final = (
     "where",
     "ref",
     "policy",
@@ -32,7 +33,7 @@ VERDICT_KEYS = (
 )
 
 
-def print_notices(results: list[dict[str, Any]]) -> None:
+def print_notices(results: list[Verdict]) -> None:
     """Each warning and denial on stderr, naming where the object was and what it is."""
     for result in results:
         for warning in result["warnings"]:
@@ -41,19 +42,19 @@ def print_notices(results: list[dict[str, Any]]) -> None:
             print(f"Denied: {result['where']} {result['ref']}: {result['reason']}", file=sys.stderr)
 
 
-def default_format(results: list[dict[str, Any]]) -> str:
+def default_format(results: list[Verdict]) -> str:
     """json when every input was an AdmissionReview, else yaml."""
     return "json" if results and all("review" in r for r in results) else "yaml"
 
 
-def print_patches(results: list[dict[str, Any]]) -> None:
+def print_patches(results: list[Verdict]) -> None:
     """JSON Lines: per object where it was, what it is, its outcome and its JSON Patch."""
     for result in results:
         line = {key: result[key] for key in ("where", "ref", "outcome", "patch")}
         print(json.dumps(line))
 
 
-def print_json(results: list[dict[str, Any]], whole: bool) -> None:
+def print_json(results: list[Verdict], whole: bool) -> None:
     """An array of verdicts; a verdict of an AdmissionReview also holds the server's `response`.
 
     The one exception is SPEC §5's contract: an input that is exactly one AdmissionReview
@@ -65,20 +66,20 @@ def print_json(results: list[dict[str, Any]], whole: bool) -> None:
         return
     out = []
     for result in results:
-        verdict = {key: result[key] for key in VERDICT_KEYS}
+        verdict: dict[str, object] = {key: result[key] for key in VERDICT_KEYS}
         if "review" in result:
             verdict["response"] = result["review"]
         out.append(verdict)
     print(json.dumps(out, indent=2))
 
 
-def _denied_comment(result: dict[str, Any]) -> str:
+def _denied_comment(result: Verdict) -> str:
     """A YAML comment in place of an object that would not be admitted (kubectl skips it)."""
     reason = " ".join(str(result["reason"]).split())
     return f"# lwgpu: denied, not admitted: {result['where']} {result['ref']}: {reason}\n"
 
 
-def print_yaml(results: list[dict[str, Any]]) -> None:
+def print_yaml(results: list[Verdict]) -> None:
     """Every admitted object as it would be stored (rewritten or unchanged; for an
     AdmissionReview its request.object); a comment where an object was denied."""
     parts = []
@@ -106,7 +107,7 @@ def diff_name(obj: Any, namespace: str) -> str:
     )
 
 
-def manifest_diff(result: dict[str, Any]) -> str:
+def manifest_diff(result: Verdict) -> str:
     """The unified diff from the object as the webhook gets it to the object as stored, as
     `kubectl diff` prints it (`diff -u -N LIVE/... MERGED/...`): like kubectl's, both sides are
     the apiserver's decoding, so it shows what lwgpu changed and not how the apiserver spells
@@ -122,7 +123,7 @@ def manifest_diff(result: dict[str, Any]) -> str:
     return f"diff -u -N {before} {after}\n" + "".join(lines)
 
 
-def print_diffs(results: list[dict[str, Any]]) -> None:
+def print_diffs(results: list[Verdict]) -> None:
     """A unified diff per rewritten object; a comment line per denied one; nothing for the rest."""
     for result in results:
         if not result["allowed"]:
@@ -131,7 +132,7 @@ def print_diffs(results: list[dict[str, Any]]) -> None:
             sys.stdout.write(manifest_diff(result))
 
 
-def print_outputs(results: list[dict[str, Any]], output: str | None, whole: bool) -> None:
+def print_outputs(results: list[Verdict], output: str | None, whole: bool) -> None:
     """Warnings and denials on stderr, then the results on stdout in the `--output` format."""
     print_notices(results)
     fmt = output or default_format(results)

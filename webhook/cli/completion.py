@@ -11,6 +11,8 @@ import argparse
 import shlex
 import sys
 
+from .conventions import EXIT_OK
+
 SHELLS = ("bash", "zsh")
 
 
@@ -96,13 +98,12 @@ def zsh_script(parser: argparse.ArgumentParser, command: str = "lwgpu") -> str:
     )
 
 
-def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
-    """Add the `completion` sub-command (the whole parser arrives as `args.root_parser`)."""
-    parser = subparsers.add_parser(
-        "completion",
-        help="print a shell completion script",
-        description="Print a completion script for bash or zsh, e.g. "
-        "`source <(lwgpu completion bash)` or, in ~/.zshrc, `source <(lwgpu completion zsh)`.",
+def configure(parser: argparse.ArgumentParser) -> None:
+    """The `completion` argument (the parser with every command arrives as
+    `args.whole_parser()`)."""
+    parser.description = (
+        "Print a completion script for bash or zsh, e.g. "
+        "`source <(lwgpu completion bash)` or, in ~/.zshrc, `source <(lwgpu completion zsh)`."
     )
     parser.add_argument("shell", choices=SHELLS, help="the shell to complete in")
     parser.set_defaults(func=run)
@@ -111,5 +112,5 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
 def run(args: argparse.Namespace) -> int:
     """Print the script for `args.shell`; exit 0."""
     write = bash_script if args.shell == "bash" else zsh_script
-    sys.stdout.write(write(args.root_parser))
-    return 0
+    sys.stdout.write(write(args.whole_parser()))
+    return EXIT_OK

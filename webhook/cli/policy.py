@@ -1,22 +1,21 @@
-"""`python -m webhook policy check PATH...` (validate policy files offline, exit 0/1) and
+"""`lwgpu policy check PATH...` (validate policy files offline, exit 0/1) and
 `policy explain NAMESPACE` (which policy governs it, and what it does there)."""
 
 from __future__ import annotations
 
 import argparse
 
-from webhook import DEFAULT_POLICIES
 from webhook.files import load_policies
+from webhook.offline.cluster import policy_findings
+from webhook.offline.explain import explain
 from webhook.policy import PolicyError
 
-from .cluster import policy_findings, read_nodes
-from .explain import explain
-from .manifests import InputError
+from .conventions import EXIT_FOUND, EXIT_OK
+from .options import add_nodes, add_policies, nodes_from, policies_from
 
 
-def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
-    """Add the `policy` sub-command group."""
-    parser = subparsers.add_parser("policy", help="work with policy files")
+def configure(parser: argparse.ArgumentParser) -> None:
+    """The `policy` sub-commands: `check` and `explain`."""
     actions = parser.add_subparsers(dest="action", required=True)
     check = actions.add_parser(
         "check",
@@ -25,26 +24,21 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         "print one line per error.",
     )
     check.add_argument("paths", nargs="+", metavar="PATH")
-    check.add_argument(
-        "--nodes",
-        metavar="FILE",
-        help="`kubectl get nodes -o yaml` output: warn about classes no node carries, "
-        "lightweight nodes no class selects, and avoidLightweight with no other GPU node",
+    add_nodes(
+        check,
+        "warn about classes no node carries, lightweight nodes no class selects, and "
+        "avoidLightweight with no other GPU node",
     )
     check.set_defaults(func=run_check)
-    explain = actions.add_parser(
+    explained = actions.add_parser(
         "explain",
         help="say which policy governs a namespace and what it does there",
         description="Print which policy governs NAMESPACE and why (the include or exclude "
         "pattern that decided), its classes in fit order, and what happens to GPU asks.",
     )
-    explain.add_argument("namespace", metavar="NAMESPACE")
-    explain.add_argument(
-        "--policies",
-        default=str(DEFAULT_POLICIES),
-        help="policy file or directory (default: %(default)s)",
-    )
-    explain.set_defaults(func=run_explain)
+    explained.add_argument("namespace", metavar="NAMESPACE")
+    add_policies(explained)
+    explained.set_defaults(func=run_explain)
 
 
 def run_check(args: argparse.Namespace) -> int:
@@ -52,31 +46,22 @@ def run_check(args: argparse.Namespace) -> int:
     try:
         policies = load_policies(*args.paths)
     except PolicyError as err:
+        # The report, on stdout as the `ok:` lines are: an invalid policy is what `check` finds.
         for message in err.errors:
             print(f"error: {message}")
-        return 1
+        return EXIT_FOUND
     for policy in policies.policies:
         classes = ", ".join(f"{p.name}={p.memory_mib}Mi" for p in policy.profiles)
         placement = "; placement: spillOver" if policy.placement == "spillOver" else ""
         print(f"ok: {policy.source}: policy {policy.name!r}: {classes}{placement}")
-    if args.nodes:
-        try:
-            nodes = read_nodes(args.nodes)
-        except InputError as err:
-            print(f"error: {err}")
-            return 2
+    nodes = nodes_from(args)
+    if nodes is not None:
         for finding in policy_findings(policies, nodes):
             print(f"warning: {finding}")
-    return 0
+    return EXIT_OK
 
 
 def run_explain(args: argparse.Namespace) -> int:
-    """Print `explain` for the namespace; 1 when the policies do not load."""
-    try:
-        policies = load_policies(args.policies)
-    except PolicyError as err:
-        for message in err.errors:
-            print(f"error: {message}")
-        return 1
-    print("\n".join(explain(policies, args.namespace)))
-    return 0
+    """Print `explain` for the namespace; exit 2 when the policies do not load."""
+    print("\n".join(explain(policies_from(args), args.namespace)))
+    return EXIT_OK

@@ -1,8 +1,8 @@
-"""`python -m webhook serve`: the HTTPS admission server's command line.
+"""`lwgpu serve`: the HTTPS admission server's command line.
 
-Kept free of gunicorn, Flask and prometheus-client imports until the command runs:
-the metrics directory must exist before ``prometheus_client`` is imported, and the
-other sub-commands should not pay for the server's imports.
+Kept free of gunicorn, Flask and prometheus-client imports until the command runs: the
+metrics directory must exist before ``prometheus_client`` is imported, and `completion`,
+which configures every command, should not pay for the server's imports.
 """
 
 from __future__ import annotations
@@ -13,10 +13,11 @@ import ssl
 import sys
 from pathlib import Path
 
-from webhook import DEFAULT_POLICIES
 from webhook.files import unreadable
+from webhook.server.limits import KEEPALIVE_SECONDS, Limits
 
-from .limits import KEEPALIVE_SECONDS, Limits
+from .conventions import EXIT_OK, UsageError
+from .options import add_policies
 
 DEV_CERTS = Path(".dev-certs")  # in the directory `serve` runs in (git-ignored in the checkout)
 DEV_SERVICE = "lwgpu-webhook"
@@ -44,25 +45,18 @@ def _seconds(text: str) -> float:
     return value
 
 
-def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
-    """Add the ``serve`` sub-command."""
-    parser = subparsers.add_parser(
-        "serve",
-        help="run the HTTPS admission server (gunicorn)",
-        description="Serve /mutate, /validate, /healthz, /readyz and /metrics over HTTPS. "
+def configure(parser: argparse.ArgumentParser) -> None:
+    """The ``serve`` flags."""
+    parser.description = (
+        "Serve /mutate, /validate, /healthz, /readyz and /metrics over HTTPS. "
         "Without --tls-* flags a development CA and certificate for localhost are "
-        f"created in {DEV_CERTS}.",
+        f"created in {DEV_CERTS}. The policies are reloaded when --policies changes."
     )
     parser.add_argument(
         "--host", default="127.0.0.1", help="address to listen on (default %(default)s)"
     )
     parser.add_argument("--port", type=_port, default=8443, help="TCP port (default %(default)s)")
-    parser.add_argument(
-        "--policies",
-        type=Path,
-        default=DEFAULT_POLICIES,
-        help="policy file or directory, reloaded when it changes (default %(default)s)",
-    )
+    add_policies(parser)
     parser.add_argument("--tls-cert", type=Path, metavar="FILE", help="PEM certificate (chain)")
     parser.add_argument("--tls-key", type=Path, metavar="FILE", help="PEM private key")
     parser.add_argument(
@@ -106,10 +100,6 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
             flag, type=_seconds, default=default, metavar="S", help=f"{what} (default %(default)s)"
         )
     parser.set_defaults(func=run)
-
-
-class UsageError(Exception):
-    """A flag combination or file that makes serving impossible (exit 2)."""
 
 
 def tls_files(args: argparse.Namespace) -> tuple[Path, Path]:
@@ -176,38 +166,35 @@ def _why(exc: Exception) -> str:
 
 
 def run(args: argparse.Namespace) -> int:
-    """Start gunicorn in this process; return when it has shut down (exit 2 on bad usage)."""
-    from .master import PortInUse, ServeSettings, WebhookApplication
+    """Start gunicorn in this process; return when it has shut down (`UsageError` on bad
+    usage)."""
+    from webhook.server.master import PortInUse, ServeSettings, WebhookApplication
 
+    certfile, keyfile = tls_files(args)
+    named = args.tls_cert is not None
+    _readable("--tls-cert" if named else "--tls-dir", certfile)
+    _readable("--tls-key" if named else "--tls-dir", keyfile)
+    if args.client_ca is not None:
+        _readable("--client-ca", args.client_ca)
+    settings = ServeSettings(
+        args.host,
+        args.port,
+        args.policies,
+        certfile,
+        keyfile,
+        args.workers,
+        args.threads,
+        args.client_ca,
+        Limits(args.handshake_timeout, args.header_timeout, args.body_timeout),
+    )
     try:
-        certfile, keyfile = tls_files(args)
-        named = args.tls_cert is not None
-        _readable("--tls-cert" if named else "--tls-dir", certfile)
-        _readable("--tls-key" if named else "--tls-dir", keyfile)
-        if args.client_ca is not None:
-            _readable("--client-ca", args.client_ca)
-        settings = ServeSettings(
-            args.host,
-            args.port,
-            args.policies,
-            certfile,
-            keyfile,
-            args.workers,
-            args.threads,
-            args.client_ca,
-            Limits(args.handshake_timeout, args.header_timeout, args.body_timeout),
-        )
-        try:
-            application = WebhookApplication(settings)
-        except PortInUse as exc:
-            raise UsageError(str(exc)) from None
-        except (OSError, ssl.SSLError, ValueError) as exc:
-            ca = "" if args.client_ca is None else f" / client CA {args.client_ca}"
-            raise UsageError(
-                f"cannot load TLS certificate {certfile} / key {keyfile}{ca}: {_why(exc)}"
-            ) from None
-    except UsageError as exc:
-        print(f"webhook serve: error: {exc}", file=sys.stderr)
-        return 2
+        application = WebhookApplication(settings)
+    except PortInUse as exc:
+        raise UsageError(str(exc)) from None
+    except (OSError, ssl.SSLError, ValueError) as exc:
+        ca = "" if args.client_ca is None else f" / client CA {args.client_ca}"
+        raise UsageError(
+            f"cannot load TLS certificate {certfile} / key {keyfile}{ca}: {_why(exc)}"
+        ) from None
     application.run()
-    return 0
+    return EXIT_OK

@@ -1,6 +1,7 @@
-"""Command line: ``python -m certs generate|check|install``.
+"""`lwgpu certs generate|check|install`, which is also `python -m certs ...` (the certificate
+Job runs that): the arguments of the `certs` package's functions, and their results printed.
 
-Exit codes: 0 done (or nothing to do), 1 ``check`` found something to renew, 2 bad input
+Exit codes: 0 done (or nothing to do), 1 `check` found something to renew, 2 bad input
 or usage, with one line on stderr.
 """
 
@@ -13,29 +14,32 @@ from datetime import timedelta
 
 from cryptography import x509
 
-from webhook.cli.conventions import ask_for_choice, until_stdout_closes
+from certs.authority import BACKDATE, KEY_TYPES, Spec
+from certs.directory import check, generate
+from certs.errors import CertError
+from certs.rotation import not_after_text
+from certs.store import load_dir
 
-from .authority import BACKDATE, KEY_TYPES, Spec
-from .directory import check, generate
-from .errors import CertError
-from .rotation import not_after_text
-from .store import load_dir
+from .conventions import EXIT_FOUND, EXIT_OK, UsageError, run
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """Parse ``argv``, run the command, return the exit code."""
-    args = _parser().parse_args(argv)
-    # argparse gives `run` as Any; every sub-parser below sets it to one of these functions.
-    run: Callable[[argparse.Namespace], int] = args.run
-    return until_stdout_closes(lambda: _reported(run, args))
+    """`python -m certs ...`: this command as a program of its own."""
+    parser = argparse.ArgumentParser(prog="python -m certs")
+    configure(parser)
+    return run(parser, argv)
 
 
-def _reported(run: Callable[[argparse.Namespace], int], args: argparse.Namespace) -> int:
-    try:
-        return run(args)
-    except CertError as exc:
-        print(f"certs: error: {exc}", file=sys.stderr)
-        return 2
+def _refusing(action: Callable[[argparse.Namespace], int]) -> Callable[[argparse.Namespace], int]:
+    """`action`, with the certificate tool's one-line refusal (`CertError`) a usage error."""
+
+    def refusing(args: argparse.Namespace) -> int:
+        try:
+            return action(args)
+        except CertError as exc:
+            raise UsageError(exc) from None
+
+    return refusing
 
 
 def _generate(args: argparse.Namespace) -> int:
@@ -60,11 +64,11 @@ def _generate(args: argparse.Namespace) -> int:
     cert_set = load_dir(args.out)
     if cert_set is None:
         # generate() left a set there; only something else deleting it since gets here.
-        raise CertError(f"{args.out}: the certificate set was removed right after it was written")
+        raise UsageError(f"{args.out}: the certificate set was removed right after it was written")
     if written:
         _warn_if_cut(cert_set.cert, args.days)
     print(cert_set.ca_bundle_b64())
-    return 0
+    return EXIT_OK
 
 
 def _warn_if_cut(cert: x509.Certificate, days: int) -> None:
@@ -91,21 +95,20 @@ def _check(args: argparse.Namespace) -> int:
         print(f"renew: {reason}")
     if not the_plan.needed:
         print("nothing to renew")
-    return 1 if the_plan.needed else 0
+    return EXIT_FOUND if the_plan.needed else EXIT_OK
 
 
 def _install(args: argparse.Namespace) -> int:
     # Imported here: the kubernetes client takes about a second to import, and `generate`
     # and `check` (run at every server start in development) never need it.
+    from certs.install import install
     from webhook.kube.client import KubeConfigError, api_client
-
-    from .install import install
 
     spec = Spec(args.service, args.namespace, args.days, args.ca_days, key_type=args.key_type)
     try:
         client = api_client(args.kubeconfig, args.context)
     except KubeConfigError as exc:
-        raise CertError(str(exc)) from None
+        raise UsageError(exc) from None
     with client:
         result = install(client, spec, args.secret, args.webhook_config)
     print(f"Secret {args.namespace}/{args.secret}: {result.secret}")
@@ -113,7 +116,7 @@ def _install(args: argparse.Namespace) -> int:
         print(f"{target}: caBundle patched")
     if not result.wrote:
         print("nothing to change")
-    return 0
+    return EXIT_OK
 
 
 def _add_issue_flags(parser: argparse.ArgumentParser) -> None:
@@ -130,11 +133,9 @@ def _add_issue_flags(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--key-type", choices=KEY_TYPES, default="ecdsa-p256")
 
 
-def _parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
-        prog="python -m certs",
-        description="Certificates for the lwgpu webhook: generate, check, install.",
-    )
+def configure(parser: argparse.ArgumentParser) -> None:
+    """The `generate`, `check` and `install` sub-commands and their flags."""
+    parser.description = "Certificates for the lwgpu webhook: generate, check, install."
     commands = parser.add_subparsers(dest="command", required=True)
 
     gen = commands.add_parser(
@@ -147,13 +148,13 @@ def _parser() -> argparse.ArgumentParser:
     gen.add_argument(
         "--force", action="store_true", help="start over with a new CA even if the set is valid"
     )
-    gen.set_defaults(run=_generate)
+    gen.set_defaults(func=_refusing(_generate))
 
     chk = commands.add_parser(
         "check", help="print expiry and what would be renewed (exit 1 if anything)"
     )
     chk.add_argument("dir", help="directory holding ca.crt, ca.key, tls.crt, tls.key")
-    chk.set_defaults(run=_check)
+    chk.set_defaults(func=_refusing(_check))
 
     ins = commands.add_parser(
         "install", help="create or rotate the Secret and patch caBundle into webhook configs"
@@ -174,6 +175,4 @@ def _parser() -> argparse.ArgumentParser:
         "--kubeconfig", help="kubeconfig file when not running in a cluster (default: $KUBECONFIG)"
     )
     ins.add_argument("--context", help="kubeconfig context (default: the current one)")
-    ins.set_defaults(run=_install)
-    ask_for_choice(parser, "run")
-    return parser
+    ins.set_defaults(func=_refusing(_install))
