@@ -5,8 +5,6 @@ verdicts and turns them into an exit code.
 
 from __future__ import annotations
 
-import base64
-import json
 from typing import Any, NotRequired, TypedDict
 
 from webhook.admission import KIND as REVIEW_KIND
@@ -59,7 +57,7 @@ def review_document(doc: Manifest, policies: PolicySet, default_ns: str) -> Verd
             "outcome": result.outcome,
             "source": request.get("object"),
             "object": _stored(result.decision),
-            "patch": json.loads(base64.b64decode(answer["patch"])) if "patch" in answer else [],
+            "patch": list(result.decision.patch) if "patch" in answer else [],
             "reason": result.decision.reason,
             "warnings": answer.get("warnings", []),
             "profile": result.decision.profile,
