@@ -69,7 +69,7 @@ def cases(policies: PolicySet, budget_s: float = 3.0) -> list[dict[str, Any]]:
     rows = []
     for name, body in bodies.cases().items():
         request = admission.parse_request(orjson.loads(body))
-        decided = admission.review(request, policies, "mutate").decision
+        decided = admission.review(request, policies, "mutate").outcome
         rows.append(
             {
                 "case": name,
