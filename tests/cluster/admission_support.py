@@ -2,10 +2,11 @@
 received, a namespace that lasts a whole module, and webhook configurations a test adds.
 
 The webhook's calls are read from its pods' access logs: one JSON line per review
-(webhook/server/access_log.py), written before the answer goes out (webhook/server/reviews.py,
-`Reviews.answer`), so every call of a `kubectl` command is in the logs by the time the command
-returns. The lines name namespace, kind, name, operation, endpoint, decision and dry run, so
-a test that looks only at its own namespace is not disturbed by any other test's requests.
+(webhook/server/app/access_log.py), written before the answer goes out
+(webhook/server/app/reviews.py, `Reviews.answer`), so every call of a `kubectl` command is in
+the logs by the time the command returns. The lines name namespace, kind, name, operation,
+endpoint, decision and dry run, so a test that looks only at its own namespace is not
+disturbed by any other test's requests.
 """
 
 from __future__ import annotations

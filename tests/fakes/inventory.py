@@ -1,6 +1,6 @@
 """A test double of `webhook.kube.inventory.NodeInventory` at its reading boundary.
 
-`Discovery` (webhook/server/discovered.py) reads an inventory through `profiles()` (a snapshot
+`Discovery` (webhook/server/state/discovery.py) reads an inventory through `profiles()` (a snapshot
 tuple, replaced as a whole when Nodes change), `age_seconds()` and `stop()`; `FakeInventory`
 answers those from a snapshot the test sets, without a Kubernetes client. Like NodeInventory,
 `stop()` ends the following but keeps the last snapshot, and `running()` says which it is.

@@ -1,8 +1,8 @@
 """FakeInventory (tests/fakes/inventory.py) reads as the real NodeInventory does, here on the
 real kube-apiserver of the session with its fleet and Nodes of the test's own.
 
-What `Discovery` relies on (webhook/server/discovered.py): `profiles()` is one tuple of
-`Profile`s, the same object until the Nodes change (the merged policies are cached on its
+What `Discovery` relies on (webhook/server/state/discovery.py): `profiles()` is one tuple
+of `Profile`s, the same object until the Nodes change (the merged policies are cached on its
 identity); `age_seconds()` a float; `stop()` ends the following and keeps the last snapshot;
 `running()` says which. tests/server/test_discovery.py uses the double for Discovery's own
 logic, where a snapshot must change on demand and the age must be exact.

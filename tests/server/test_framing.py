@@ -1,4 +1,4 @@
-"""Where a request ends (webhook/server/framing.py), fed the way a socket delivers bytes.
+"""Where a request ends (webhook/server/transport/framing.py), fed the way a socket delivers bytes.
 
 The rules are RFC 9112's: the head ends at the first empty line (section 2.1); a chunked
 body is size lines, data and CRLFs, then a last chunk of size 0 and a trailer section ended

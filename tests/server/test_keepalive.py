@@ -4,7 +4,7 @@ The apiserver pools its connections to a webhook and keeps them open between cal
 net/http Transport, IdleConnTimeout 90 s). In gunicorn's gthread worker an idle kept-alive
 connection waits in the event loop's poller, not in a thread (gunicorn/workers/gthread.py,
 ThreadWorker.finish_request puts it back with ``poller.register``); the webhook's own worker
-keeps that (webhook/server/worker.py). So more idle pooled connections than threads must
+keeps that (webhook/server/transport/worker.py). So more idle pooled connections than threads must
 never keep a new connection, or a new request on one of them, from being answered.
 """
 
