@@ -136,7 +136,7 @@ class Reviews:
         """Answer one request to ``endpoint`` (resolved from the path by the app, once)."""
         method = environ["REQUEST_METHOD"]
         if method == "POST":
-            code, headers, body = self.answer(environ, endpoint)
+            code, headers, body = self.answer(endpoint, environ)
         elif method == "OPTIONS":
             code, headers, body = 200, [("Allow", ", ".join(ALLOWED)), ("Content-Length", "0")], b""
         else:
@@ -145,7 +145,7 @@ class Reviews:
         start_response(_STATUS_LINES[code], headers)
         return [body]
 
-    def answer(self, environ: WSGIEnvironment, endpoint: admission.Endpoint) -> errors.Answer:
+    def answer(self, endpoint: admission.Endpoint, environ: WSGIEnvironment) -> errors.Answer:
         """Decode, review, encode; count and log the request, whether answered or failed."""
         start = time.perf_counter()
         body: object = None
