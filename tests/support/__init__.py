@@ -1,4 +1,6 @@
 """Helpers shared across the suite: object builders, the shipped and test policies, the corpus
-and examples, golden files, waiting with a deadline, the in-process CLI, the HTTPS client, the
-real server launcher, certificate and kubectl helpers, and the rendered install.
+and examples, golden files, the in-process CLI, certificate and kubectl helpers, the rendered
+install, the kubelet-written volumes, the fuzz tests' mutations (`mutate`) and the checks of a
+well-formed answer (`answers`). The real server launcher, the HTTPS client and `wait_for` are
+in tools/ (`tools.loopback`, `tools.waiting`), which the tools share with the tests.
 """
