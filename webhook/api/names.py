@@ -1,7 +1,7 @@
 """The names lwgpu reads and writes on Kubernetes objects: resources, node labels, annotations.
 
-The node labels are the ones the lightweight-GPU cloud sets on its nodes (see
-`../shared/seed/`) and that `label-node` writes where the cloud does not.
+The node labels are the ones the lightweight-GPU cloud sets on its nodes (docs/CLI.md,
+label-node) and that `label-node` writes where the cloud does not.
 """
 
 from typing import Final

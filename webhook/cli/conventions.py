@@ -11,7 +11,7 @@ import signal
 import sys
 from collections.abc import Callable, Sequence
 
-# The exit codes of every command (the product contract, SPEC §5, for `review`).
+# The exit codes of every command (docs/CLI.md).
 EXIT_OK = 0
 # The command ran and found what it reports: an object denied or placed on no node, an
 # invalid policy, a certificate to renew, labels the API server would not take.

@@ -1,6 +1,6 @@
 """Read the node's GPU through NVML and turn it into the cloud's node labels.
 
-The labels are exactly the ones the lightweight-GPU cloud sets itself (see `../shared/seed/`):
+The labels are exactly the ones the lightweight-GPU cloud sets itself (docs/CLI.md, label-node):
 `aliyun.accelerator/nvidia_count`, `nvidia_mem` ("<MiB>MiB", as nvidia-smi prints it) and
 `nvidia_name` (the GPU name with spaces replaced by `-`).
 """

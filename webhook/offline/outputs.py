@@ -57,9 +57,9 @@ def print_patches(results: list[Verdict]) -> None:
 def print_json(results: list[Verdict], whole: bool) -> None:
     """An array of verdicts; a verdict of an AdmissionReview also holds the server's `response`.
 
-    The one exception is SPEC §5's contract: an input that is exactly one AdmissionReview
-    (`whole`: nothing else was given, nothing failed to read) prints the AdmissionReview the
-    server answers, unwrapped, so it can be compared with the server's answer as it is.
+    The one exception is review's contract (docs/CLI.md): an input that is exactly one
+    AdmissionReview (`whole`: nothing else was given, nothing failed to read) prints the
+    AdmissionReview the server answers, unwrapped, so it can be compared with it as it is.
     """
     if whole and len(results) == 1 and "review" in results[0]:
         print(json.dumps(results[0]["review"], indent=2))
