@@ -171,20 +171,11 @@ def test_swapped_certificate_is_served_without_failed_requests(tmp_path, cert_se
     assert first_new - swapped_at < 5
 
 
-def policy_loads(server) -> float:
-    """How many policy loads the server's workers counted (/metrics, all workers)."""
-    return server.metrics().get(("lwgpu_policy_reloads_total", frozenset()), 0.0)
-
-
 def test_readyz_fails_while_the_certificate_is_unreadable(tmp_path, cert_sets):
     live = shutil.copytree(cert_sets[0], tmp_path / "live")
     with serving(tmp_path, POLICY, live) as server:
-        # serving() returns once one worker answers. With reuse_port each worker opens its own
-        # listener as it boots, and gunicorn checks there that the key file exists
-        # (gunicorn/sock.py, create_sockets): a worker still booting when the key goes away
-        # fails to boot, and the master halts the server (issue 28). A worker loads the policy
-        # after opening its listener, so one load per worker means both have booted.
-        wait_for(lambda: policy_loads(server) == 2, 60, what="both workers booted")
+        # serving() returns once one worker answers: the other may still be booting, from the
+        # last good pair the server holds (tests/server/test_worker_boot.py).
         (live / "tls.key").rename(live / "tls.key.away")
         _, body = wait_for(lambda: (s := server.get("/readyz"))[0] == 503 and s, what="/readyz 503")
         assert "tls.key" in orjson.loads(body)["problems"][0]
@@ -202,12 +193,23 @@ class FakeClock:
         return self.now
 
 
+def private_dir(tmp_path):
+    """The server's own directory, as the master makes it (mode 0700)."""
+    directory = tmp_path / "private"
+    directory.mkdir(mode=0o700)
+    return directory
+
+
 @pytest.fixture
 def reloader(tmp_path, cert_sets):
     live = shutil.copytree(cert_sets[0], tmp_path / "live")
     clock, seen = FakeClock(), []
     cache = CertificateReloader(
-        live / "tls.crt", live / "tls.key", clock=clock, on_change=seen.append
+        live / "tls.crt",
+        live / "tls.key",
+        directory=private_dir(tmp_path),
+        clock=clock,
+        on_change=seen.append,
     )
     return cache, live, clock, seen
 
@@ -258,11 +260,34 @@ def test_reloader_keeps_serving_the_last_good_pair(reloader, cert_sets, break_fi
     assert cache.context() is not context and cache.error is None and len(seen) == 2
 
 
+def test_resume_serves_the_newest_pair_any_process_loaded(reloader, cert_sets):
+    # `cache` plays the master, whose pair a new worker is forked with; `sibling` a worker
+    # that loaded the rotated pair since. Then the key goes, and a worker starts.
+    cache, live, _, seen = reloader
+    install_file_by_file(live, cert_sets[1], "v2")
+    sibling = CertificateReloader(live / "tls.crt", live / "tls.key", directory=cache.directory)
+    (live / "tls.key").unlink()
+    cache.resume()
+    assert cache.not_after == sibling.not_after != seen[0]
+    assert cache.last_good.stat().st_mode & 0o777 == 0o600
+    cache.context()  # the files are checked on the first connection, whatever the interval
+    assert cache.error and "tls.key" in cache.error and cache.not_after == sibling.not_after
+
+
+def test_resume_without_the_copy_keeps_the_pair_it_was_forked_with(reloader):
+    cache, _, _, seen = reloader
+    cache.last_good.unlink()
+    cache.resume()
+    assert cache.not_after == seen[0] and cache.context() and cache.error is None
+
+
 def test_reloader_refuses_an_unusable_pair_at_start(tmp_path, cert_sets):
+    directory = private_dir(tmp_path)
     with pytest.raises(ssl.SSLError):
-        CertificateReloader(cert_sets[0] / "tls.crt", cert_sets[1] / "tls.key")
+        CertificateReloader(cert_sets[0] / "tls.crt", cert_sets[1] / "tls.key", directory=directory)
     with pytest.raises(FileNotFoundError):
-        CertificateReloader(tmp_path / "tls.crt", tmp_path / "tls.key")
+        CertificateReloader(tmp_path / "tls.crt", tmp_path / "tls.key", directory=directory)
+    assert list(directory.iterdir()) == []  # no last good copy of an unusable pair
 
 
 def test_context_refuses_tls_below_1_2(reloader):

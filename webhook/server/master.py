@@ -15,6 +15,7 @@ import logging
 import shutil
 import socket
 import sys
+import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -146,10 +147,21 @@ class WebhookApplication(BaseApplication):  # type: ignore[misc]  # gunicorn has
     def __init__(self, settings: ServeSettings) -> None:
         """Load the certificate and probe the port now: either failing stops ``serve`` early."""
         self.settings = settings
-        self.certificates = CertificateReloader(
-            settings.certfile, settings.keyfile, client_ca=settings.client_ca
-        )
-        check_port_free(settings.host, settings.port)
+        # The server's own directory (mode 0700) for the last good TLS pair (state/tls.py).
+        self.private_dir = tempfile.mkdtemp(prefix="lwgpu-tls-")
+        try:
+            self.certificates = CertificateReloader(
+                settings.certfile,
+                settings.keyfile,
+                directory=self.private_dir,
+                client_ca=settings.client_ca,
+            )
+            check_port_free(settings.host, settings.port)
+        except BaseException:
+            shutil.rmtree(self.private_dir)
+            raise
+        # In the master, so that the workers it forks log from their first line on.
+        _log_to_stderr()
         limit_malloc_arenas()
         self.metrics_dir, self._own_metrics_dir = prepare_metrics_dir()
         logging.getLogger("gunicorn.error").addFilter(_without_empty_listeners)
@@ -176,14 +188,23 @@ class WebhookApplication(BaseApplication):  # type: ignore[misc]  # gunicorn has
             "reuse_port": True,
             "keepalive": KEEPALIVE_SECONDS,
             "graceful_timeout": GRACEFUL_TIMEOUT_SECONDS,
-            # gunicorn turns TLS on when these are set; the context itself comes from the hook.
-            "certfile": str(s.certfile),
-            "keyfile": str(s.keyfile),
+            # gunicorn turns TLS on when `certfile` is set, and never reads it: the context comes
+            # from the `ssl_context` hook. With reuse_port it does check, in each worker it forks
+            # and before post_fork, that the file exists (arbiter.spawn_worker ->
+            # sock.create_sockets); a worker failing that exits with WORKER_BOOT_ERROR, and the
+            # arbiter halts the whole server, healthy workers included (arbiter.reap_workers).
+            # No hook can catch that, and checking the files in pre_fork would still race with
+            # a rotation. So gunicorn is given the last good copy, which exists from start to
+            # exit and is only ever replaced by a rename, and no `keyfile`, which it would check
+            # too: the files being rotated never decide whether a worker boots.
+            "certfile": str(reloader.last_good),
             "ssl_context": lambda conf, default_factory: reloader.context(),
+            # A new worker serves the newest pair the server loaded, not the master's from start.
+            "post_fork": lambda server, worker: reloader.resume(),
             "pre_request": _close_oversized,
             "child_exit": _worker_exited,
             "when_ready": self._announce,
-            "on_exit": lambda server: self._remove_metrics_dir(),
+            "on_exit": lambda server: self._remove_directories(),
             # The control socket lives under $HOME, which is read-only in the Pod and shared
             # between servers started by tests; the webhook does not need it.
             "control_socket_disable": True,
@@ -201,7 +222,6 @@ class WebhookApplication(BaseApplication):  # type: ignore[misc]  # gunicorn has
         from .state.discovery import Discovery
         from .state.policy_store import PolicyStore
 
-        _log_to_stderr()
         discovery = Discovery(report=metrics.discovery_state)
 
         def loaded(generation: int) -> None:
@@ -229,6 +249,7 @@ class WebhookApplication(BaseApplication):  # type: ignore[misc]  # gunicorn has
             s.threads,
         )
 
-    def _remove_metrics_dir(self) -> None:
+    def _remove_directories(self) -> None:
+        shutil.rmtree(self.private_dir, ignore_errors=True)
         if self._own_metrics_dir:
             shutil.rmtree(self.metrics_dir, ignore_errors=True)
