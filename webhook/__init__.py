@@ -2,9 +2,9 @@
 
 Sub-packages, lowest layer first (docs/CONTRIBUTING.md; `lint-imports` checks the order):
 `api` (Kubernetes vocabulary), `policy`, `scheduling` (node matching), `core` (the
-decision), `admission` (the review function), `kube` (client code) and `files` (reading
-the file system), then the shells `server`, `offline` and `node`, and `cli`, the
-`python -m webhook` dispatcher.
+decision) beside `compile` (the policy as Kubernetes admission policy objects), `admission`
+(the review function), `kube` (client code) and `files` (reading the file system), then the
+shells `server`, `offline` and `node`, and `cli`, the `python -m webhook` dispatcher.
 """
 
 from importlib import resources

@@ -17,3 +17,11 @@ PROFILE_ANNOTATION: Final = "lwgpu.io/profile"
 FROM_ANNOTATION: Final = "lwgpu.io/rewritten-from"
 CONTAINER_ANNOTATION: Final = "lwgpu.io/container"
 MEMORY_ANNOTATION: Final = "lwgpu.io/gpu-memory"
+
+# The annotation of a mirror pod, the API's copy of a kubelet's static pod.
+MIRROR_ANNOTATION: Final = "kubernetes.io/config.mirror"
+
+# How Kubernetes reads its own boolean annotations: Go's strconv.ParseBool spellings, in Go's
+# order (`lwgpu.io/skip` is read so: webhook.core.annotations).
+BOOL_TRUE: Final = ("1", "t", "T", "TRUE", "true", "True")
+BOOL_FALSE: Final = ("0", "f", "F", "FALSE", "false", "False")

@@ -16,14 +16,10 @@ neither is reported and treated as unset (`pkg/controller/endpoint/endpoints_con
 
 from __future__ import annotations
 
-from webhook.api.names import CONTAINER_ANNOTATION, SKIP_ANNOTATION
+from webhook.api.names import BOOL_FALSE, BOOL_TRUE, CONTAINER_ANNOTATION, SKIP_ANNOTATION
 from webhook.api.text import WARNING_LIMIT, shorten
 from webhook.api.types import KubeObject
 from webhook.policy import Policy
-
-# strconv.ParseBool's spellings, in Go's order.
-TRUE = ("1", "t", "T", "TRUE", "true", "True")
-FALSE = ("0", "f", "F", "FALSE", "false", "False")
 
 
 def _warning(text: str) -> str:
@@ -44,7 +40,7 @@ def skip(
     warnings = []
     for found, where in places:
         value = found.get(SKIP_ANNOTATION)
-        if value in TRUE:
+        if value in BOOL_TRUE:
             if where:
                 warnings.append(
                     _warning(
@@ -53,7 +49,7 @@ def skip(
                     )
                 )
             return f'annotation {SKIP_ANNOTATION}: "{value}"', tuple(warnings)
-        if value is not None and value not in FALSE:
+        if value is not None and value not in BOOL_FALSE:
             warnings.append(_warning(f"ignored {SKIP_ANNOTATION}: {_not_bool(value, where)}"))
     return None, tuple(warnings)
 

@@ -26,9 +26,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from webhook.api.names import MIRROR_ANNOTATION
 from webhook.api.workload import TEMPLATE_PATHS, as_map, dig, group_of
-
-MIRROR_ANNOTATION = "kubernetes.io/config.mirror"
 
 
 def controller_of(obj: Any) -> tuple[str, str, str] | None:

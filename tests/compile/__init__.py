@@ -1,0 +1,1 @@
+"""Tests of `webhook.compile`: the policy compiled into Kubernetes admission policy objects."""

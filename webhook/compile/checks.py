@@ -1,0 +1,267 @@
+"""The final-state checks in CEL: what the apiserver refuses after every mutation has run.
+
+The webhook rewrites a pod that asks GPU memory into one that asks `nvidia.com/gpu: 1` on
+a class, and refuses one that needs more GPUs than a lightweight node has. So an object
+that reaches validation still asking memory was not rewritten: the webhook was down
+(`failurePolicy: Ignore`), or the request went around it. Three checks, each as the
+webhook reads the pod (`webhook.core.asks`, `webhook.core.placement`):
+
+- **memory resource**: no container or init container names a memory resource of the
+  governing policy in its limits or requests (a rewrite removes them all);
+- **memory annotation**: a pod that asks by the policy's annotation carries the
+  `lwgpu.io/profile` of the class the webhook chose (a rewrite always writes it, and the
+  annotation stays), and that class holds the ask;
+- **GPU count**: a pod that selects a lightweight class (by nodeSelector, by a required
+  node affinity `In` on a class label in every term, or by asking memory) needs at most
+  `maxGPUsPerPod` GPUs by Kubernetes' effective-request rule (`asks.effective_gpus`).
+
+With `whenNoProfileFits: ignore`, a pod whose largest ask fits no class passes the first
+two, as the webhook leaves it unchanged. Pods another GPU-sharing system owns
+(`leaveAlone`) and pods that ask no GPU are outside the scope, as for the webhook.
+
+Not checked: the keep-off affinity that `wholeGPUPods: avoidLightweight` adds to whole-GPU
+pods. Missing it, a pod asking whole GPUs may land on a lightweight node and run there; it
+never sits Pending, and refusing it would refuse whole-GPU pods whenever the webhook is
+down, which the final-state check exists to stop.
+"""
+
+from __future__ import annotations
+
+from typing import TypedDict
+
+from webhook.api.names import GPU_RESOURCE, PROFILE_ANNOTATION
+
+from .cel import dig, string
+from .scope import Named
+
+GPU = string(GPU_RESOURCE)
+PROFILE = string(PROFILE_ANNOTATION)
+TERMS = (
+    "affinity",
+    "nodeAffinity",
+    "requiredDuringSchedulingIgnoredDuringExecution",
+    "nodeSelectorTerms",
+)
+# What the user reads when the webhook did not rewrite the object: why, and what to do.
+UNREWRITTEN = (
+    ", but lwgpu did not rewrite this {kind}: its webhook was unavailable, or the request "
+    "was sent around it. Retry in a moment; if this persists, ask your cluster admin to "
+    "check the lwgpu webhook"
+)
+
+
+class Validation(TypedDict):
+    """One check: an expression that must hold, and what to say when it does not."""
+
+    expression: str
+    message: str
+    messageExpression: str
+
+
+def _count(value: str) -> str:
+    """A device count as the webhook reads it (`quantity.count`); 0 when it is none."""
+    text = f"string({value})"
+    return (
+        f"(isQuantity({text}) && quantity({text}).isInteger() ? quantity({text}).asInteger() : 0)"
+    )
+
+
+def _short(text: str, limit: int = 40) -> str:
+    """User text cut for a message (`webhook.api.text.shorten`)."""
+    return f"({text}.size() > {limit} ? {text}.substring(0, {limit - 1}) + '…' : {text})"
+
+
+def _amount(text: str) -> str:
+    """A resource value in its units, as `quantity.amount` shows it: the apiserver stores
+    `nvidia.com/gpumem: 3000` as `3k`; a binary size (`2Gi`) stays as written."""
+    return (
+        f"(!{text}.matches('[KMGTPE]i$') && isQuantity({text}) && quantity({text}).isInteger()"
+        f" ? string(quantity({text}).asInteger()) : {text})"
+    )
+
+
+def _sidecar(container: str) -> str:
+    return f"(has({container}.restartPolicy) && {container}.restartPolicy == 'Always')"
+
+
+def _value(index: str, resource: str) -> str:
+    """Container `index`'s value of `resource`: limits, else requests (`asks._value`)."""
+    return (
+        f"({resource} in variables.limits[{index}] ? variables.limits[{index}][{resource}]"
+        f" : variables.requests[{index}][{resource}])"
+    )
+
+
+def check_variables(ignores_unfitting: bool) -> list[Named]:
+    """What the checks read, computed once: resources per container, GPUs, the class pin."""
+    expressions = dig("t", ("matchExpressions",), "[]")
+    unfitting = "false"
+    if ignores_unfitting:
+        unfitting = (
+            "variables.ignoreUnfitting && (variables.memoryKeys.exists(i, keys, keys.exists(r,"
+            f"\n  isQuantity(string({_value('i', 'r')}))"
+            f" && quantity(string({_value('i', 'r')}))"
+            ".isGreaterThan(quantity(variables.largestUnits[r]))))"
+            "\n|| (variables.annotated && isQuantity(variables.annotationAsk)"
+            " && quantity(variables.annotationAsk).isGreaterThan("
+            "quantity(variables.largestMemory))))"
+        )
+    return [
+        {"name": "limits", "expression": f"variables.containers.map(c, {_limits('c')})"},
+        {"name": "requests", "expression": f"variables.containers.map(c, {_requests('c')})"},
+        {
+            # per container, the memory resources of the governing policy it names
+            "name": "memoryKeys",
+            "expression": "variables.limits.transformList(i, l, variables.memoryResources"
+            ".filter(r, r in l || r in variables.requests[i]))",
+        },
+        {
+            "name": "annotated",
+            "expression": "variables.memoryAnnotation != ''"
+            " && variables.memoryAnnotation in variables.annotations",
+        },
+        {
+            "name": "annotationAsk",
+            "expression": "variables.annotated"
+            " ? string(variables.annotations[variables.memoryAnnotation]) : ''",
+        },
+        {"name": "labels", "expression": dig("variables.template", ("metadata", "labels"), "{}")},
+        {"name": "selector", "expression": dig("variables.spec", ("nodeSelector",), "{}")},
+        {"name": "terms", "expression": dig("variables.spec", TERMS, "[]")},
+        {
+            # per container, the GPUs it occupies: its nvidia.com/gpu, at least 1 if it asks memory
+            "name": "gpus",
+            "expression": "variables.limits.transformList(i, l, [\n  "
+            f"{GPU} in l ? {_count(f'l[{GPU}]')}\n  : {GPU} in variables.requests[i]"
+            f" ? {_count(f'variables.requests[i][{GPU}]')} : 0,\n"
+            "  size(variables.memoryKeys[i]) > 0 ? 1 : 0].max())",
+        },
+        {
+            # asks.effective_gpus: each init container beside the sidecars started before it;
+            # the app containers beside every sidecar
+            "name": "neededGPUs",
+            "expression": "(variables.initContainers.transformList(i, c, !"
+            f"{_sidecar('c')},\n  variables.gpus[i] + variables.initContainers"
+            f".transformList(j, d, j < i && {_sidecar('d')}, variables.gpus[j]).sum())\n"
+            "+ [variables.gpus.transformList(i, g, i >= size(variables.initContainers), g).sum()"
+            f"\n  + variables.initContainers.transformList(i, c, {_sidecar('c')},"
+            " variables.gpus[i]).sum()]).max()",
+        },
+        {
+            # placement.pinned_classes, read on the nodeSelector or on `In` expressions
+            "name": "pinsClass",
+            "expression": "(variables.classKeys.exists(k, k in variables.selector)"
+            "\n  && variables.classLabels.exists(l, variables.classKeys.all(k,"
+            " !(k in variables.selector) || (k in l && l[k] == variables.selector[k]))))"
+            "\n|| (size(variables.terms) > 0 && variables.terms.all(t,"
+            f" {expressions}.exists(e,\n  has(e.key) && has(e.operator) && e.operator == 'In'"
+            " && has(e.values) && e.values != null\n  && variables.classLabels.exists(l,"
+            " e.key in l && l[e.key] in e.values))))",
+        },
+        {"name": "unfitting", "expression": unfitting},
+        *_memory_ask(),
+    ]
+
+
+def _limits(container: str) -> str:
+    return dig(container, ("resources", "limits"), "{}")
+
+
+def _requests(container: str) -> str:
+    return dig(container, ("resources", "requests"), "{}")
+
+
+def scope_variables() -> list[Named]:
+    """The policy-dependent part of the scope: the pod asks a GPU, and is lwgpu's to decide;
+    `decided` is the whole scope, which every check is conditioned on."""
+    expressions = dig("t", ("matchExpressions",), "[]")
+    scheduler = dig("variables.spec", ("schedulerName",), "''")
+    return [
+        {
+            "name": "asksGPU",
+            "expression": "variables.annotated || variables.memoryKeys.exists(k, size(k) > 0)"
+            f"\n|| variables.limits.exists(l, {GPU} in l)"
+            f" || variables.requests.exists(r, {GPU} in r)",
+        },
+        {
+            # sharing.other_system
+            "name": "leftAlone",
+            "expression": f"{scheduler} in variables.leaveSchedulers"
+            "\n|| (size(variables.leavePodLabels) > 0 && variables.leavePodLabels.all(k,"
+            " k in variables.labels && variables.labels[k] == variables.leavePodLabels[k]))"
+            "\n|| variables.leaveNodeKeys.exists(k, k in variables.selector"
+            f" || variables.terms.exists(t, {expressions}.exists(e, has(e.key) && e.key == k)))",
+        },
+        {
+            "name": "decided",
+            "expression": "variables.templateWritten && !variables.skipped"
+            " && variables.asksGPU && !variables.leftAlone",
+        },
+    ]
+
+
+def _memory_ask() -> list[Named]:
+    """For the message: the first container that names a memory resource, and its ask."""
+    asker = "variables.asker"
+    init = "size(variables.initContainers)"
+    name = dig(f"variables.containers[{asker}]", ("name",), "''")
+    resource = f"variables.memoryKeys[{asker}][0]"
+    return [
+        {
+            "name": "asker",
+            "expression": "(variables.memoryKeys.transformList(i, k, size(k) > 0, i) + [-1])[0]",
+        },
+        {
+            # `spec.containers[0] (cuda) asks GPU memory aliyun.com/gpu-mem=2`
+            "name": "memoryAsk",
+            "expression": f"{asker} < 0 ? '' : ({asker} < {init}"
+            f" ? 'spec.initContainers[' + string({asker}) + ']'"
+            f"\n  : 'spec.containers[' + string({asker} - {init}) + ']')"
+            f" + ' (' + {name} + ') asks GPU memory '\n  + {resource} + '='"
+            f" + {_short(_amount(f'string({_value(asker, resource)})'))}",
+        },
+    ]
+
+
+def _unrewritten() -> str:
+    head, tail = UNREWRITTEN.split("{kind}")
+    return f"{string(head)} + request.kind.kind + {string(tail)}"
+
+
+def validations() -> list[Validation]:
+    """The three checks, with a message that names the field and says what to do."""
+    return [
+        {
+            "expression": "!variables.decided || variables.unfitting"
+            " || !variables.memoryKeys.exists(k, size(k) > 0)",
+            "message": "lwgpu: a container asks GPU memory" + UNREWRITTEN.format(kind="object"),
+            "messageExpression": "'lwgpu: ' + variables.fieldPrefix + variables.memoryAsk"
+            "\n+ ', which policy \\'' + variables.policyName + '\\' rewrites to "
+            f"{GPU_RESOURCE}: 1 on a lightweight GPU class'\n+ {_unrewritten()}",
+        },
+        {
+            "expression": "!variables.decided || !variables.annotated || variables.unfitting"
+            f"\n|| ({PROFILE} in variables.annotations"
+            f" && variables.annotations[{PROFILE}] in variables.classMemory"
+            "\n  && isQuantity(variables.annotationAsk) && quantity(variables.annotationAsk)"
+            f".compareTo(quantity(variables.classMemory[variables.annotations[{PROFILE}]])) <= 0)",
+            "message": "lwgpu: the pod's GPU memory annotation asks GPU memory"
+            + UNREWRITTEN.format(kind="object"),
+            "messageExpression": "'lwgpu: ' + variables.fieldPrefix + 'metadata.annotations['"
+            " + variables.memoryAnnotation + ']=' + "
+            f"{_short('variables.annotationAsk')}\n+ ' asks GPU memory, which policy \\''"
+            " + variables.policyName + '\\' rewrites to "
+            f"{GPU_RESOURCE}: 1 on a lightweight GPU class'\n+ {_unrewritten()}",
+        },
+        {
+            "expression": "!variables.decided || !(variables.pinsClass || variables.annotated"
+            " || variables.memoryKeys.exists(k, size(k) > 0))"
+            "\n|| variables.neededGPUs <= variables.maxGPUs",
+            "message": "lwgpu: the pod needs more GPUs than a lightweight GPU node carries",
+            "messageExpression": "'lwgpu: ' + variables.fieldPrefix + 'spec: the pod needs '"
+            " + string(variables.neededGPUs) + ' GPUs on a lightweight GPU class, whose nodes"
+            " carry exactly one GPU (policy \\'' + variables.policyName + '\\' allows '"
+            " + string(variables.maxGPUs) + ' per pod); ask for "
+            f"{GPU_RESOURCE}: 1 or GPU memory in one container, or split the pod'",
+        },
+    ]

@@ -1,0 +1,59 @@
+"""The final-state check as Kubernetes objects: a ValidatingAdmissionPolicy and its binding.
+
+`admissionregistration.k8s.io/v1` (Kubernetes 1.30+; the checks use two-variable
+comprehensions, 1.32+). `failurePolicy: Fail`: an expression that cannot be evaluated
+refuses the request, so every field is read guarded (`webhook.compile.cel.dig`) and the
+scope is in match conditions, which keep every other request out of the evaluation.
+The binding denies (`validationActions: [Deny]`) in every namespace the policy matches.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from webhook.policy import PolicySet
+
+from . import checks, scope, values
+from .cel import Unexpressible
+
+NAME = "lwgpu-final-state"
+API_VERSION = "admissionregistration.k8s.io/v1"
+LABELS = {"app.kubernetes.io/part-of": "lwgpu"}
+
+
+def final_state_check(policies: PolicySet) -> list[dict[str, Any]]:
+    """The ValidatingAdmissionPolicy and its binding for `policies`, in the order to apply.
+
+    Raises `Unexpressible` naming the first feature of a policy the checks cannot read as
+    the webhook does.
+    """
+    if not policies.policies:
+        raise Unexpressible("no policy to compile")
+    unfitting = values.ignores_unfitting(policies)
+    policy = {
+        "apiVersion": API_VERSION,
+        "kind": "ValidatingAdmissionPolicy",
+        "metadata": {"name": NAME, "labels": dict(LABELS)},
+        "spec": {
+            "failurePolicy": "Fail",
+            "matchConstraints": {
+                "namespaceSelector": scope.namespace_selector(),
+                "resourceRules": scope.resource_rules(),
+            },
+            "variables": [
+                *scope.variables(policies),
+                *values.policy_variables(policies),
+                *checks.check_variables(unfitting),
+                *checks.scope_variables(),
+            ],
+            "matchConditions": scope.match_conditions(policies),
+            "validations": checks.validations(),
+        },
+    }
+    binding = {
+        "apiVersion": API_VERSION,
+        "kind": "ValidatingAdmissionPolicyBinding",
+        "metadata": {"name": NAME, "labels": dict(LABELS)},
+        "spec": {"policyName": NAME, "validationActions": ["Deny"]},
+    }
+    return [policy, binding]

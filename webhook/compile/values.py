@@ -1,0 +1,90 @@
+"""The governing policy's values as CEL variables: one expression per value, choosing among
+the policies by `variables.governing`, so the checks are written once for every policy.
+
+A value is a literal of one type (a string, a list of strings, a map of strings), as
+homogeneous aggregate literals require (`webhook.compile.cel`). A feature the checks cannot
+read as the webhook does stops compiling here, naming the feature and the policy.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+
+from webhook.api import quantity
+from webhook.policy import Policy, PolicySet
+
+from .cel import Unexpressible, choose, maps, string, string_map, strings
+from .scope import Named
+
+
+def per_policy(values: Sequence[str]) -> str:
+    """The value of the governing policy: `values[i]` is policy i's (`governing` is always one
+    of them where any check runs: a match condition requires it)."""
+    if all(v == values[0] for v in values):
+        return values[0]
+    cases = [(f"variables.governing == {i}", v) for i, v in enumerate(values[:-1])]
+    return choose(cases, values[-1])
+
+
+def _refuse_unexpressible(policy: Policy) -> None:
+    if policy.discover_profiles:
+        raise Unexpressible(
+            f"policy {policy.name!r} ({policy.source}): discoverProfiles: true; the classes "
+            "come from Node labels while the webhook runs, which a policy compiled ahead "
+            "cannot know"
+        )
+
+
+def largest_units(policy: Policy) -> dict[str, str]:
+    """For each memory resource, the most units any class holds: a larger value fits none.
+
+    The webhook rounds an ask up to whole MiB (`quantity.to_mib`), so `value` units fit
+    `memory` MiB exactly when value × unit <= memory × 1 MiB.
+    """
+    largest = max((p.memory_mib for p in policy.profiles), default=0) * quantity.MIB
+    return {resource: str(largest // unit) for resource, unit in policy.memory_resources.items()}
+
+
+def _largest_memory(policy: Policy) -> str:
+    return string(f"{max((p.memory_mib for p in policy.profiles), default=0)}Mi")
+
+
+# name -> the CEL literal of one policy's value
+VALUES: dict[str, Callable[[Policy], str]] = {
+    "policyName": lambda p: string(p.name),
+    "memoryResources": lambda p: strings(sorted(p.memory_resources)),
+    "memoryAnnotation": lambda p: string(p.annotation or ""),
+    "maxGPUs": lambda p: str(p.max_gpus_per_pod),
+    # class name -> its GPU memory, as a quantity
+    "classMemory": lambda p: string_map({c.name: f"{c.memory_mib}Mi" for c in p.profiles}),
+    # every label each class's nodes carry (selector and nodeLabels), and their keys
+    "classLabels": lambda p: maps(dict(c.labels) for c in p.profiles),
+    "classKeys": lambda p: strings(sorted({k for c in p.profiles for k in c.labels})),
+    "leaveSchedulers": lambda p: strings(p.leave_alone.scheduler_names),
+    "leaveNodeKeys": lambda p: strings(p.leave_alone.node_selector_keys),
+    "leavePodLabels": lambda p: string_map(p.leave_alone.pod_labels),
+}
+# Only where a policy leaves unfitting asks alone (`whenNoProfileFits: ignore`).
+UNFITTING_VALUES: dict[str, Callable[[Policy], str]] = {
+    "ignoreUnfitting": lambda p: "true" if p.when_no_profile_fits == "ignore" else "false",
+    "largestUnits": lambda p: string_map(largest_units(p)),
+    "largestMemory": _largest_memory,
+}
+
+
+def ignores_unfitting(policies: PolicySet) -> bool:
+    """True when some policy leaves asks that fit no class unchanged."""
+    return any(p.when_no_profile_fits == "ignore" for p in policies.policies)
+
+
+def policy_variables(policies: PolicySet) -> list[Named]:
+    """One variable per value the checks read; `Unexpressible` for a feature they cannot."""
+    for policy in policies.policies:
+        _refuse_unexpressible(policy)
+    values = dict(VALUES)
+    if ignores_unfitting(policies):
+        values.update(UNFITTING_VALUES)
+    return [
+        {"name": name, "expression": per_policy([value(p) for p in policies.policies])}
+        for name, value in values.items()
+    ]
