@@ -1,21 +1,25 @@
-"""`lwgpu policy check PATH...` (validate policy files offline, exit 0/1) and
-`policy explain NAMESPACE` (which policy governs it, and what it does there)."""
+"""`lwgpu policy check PATH...` (validate policy files offline, exit 0/1), `policy explain
+NAMESPACE` (which policy governs it, and what it does there) and `policy compile PATH...`
+(the policy as Kubernetes admission policy objects, exit 0/1)."""
 
 from __future__ import annotations
 
 import argparse
+import json
 
+from webhook.compile import Unexpressible, final_state_check
 from webhook.files import load_policies
 from webhook.offline.cluster import policy_findings
 from webhook.offline.explain import explain
+from webhook.offline.yaml_output import dump_all
 from webhook.policy import PolicyError
 
-from .conventions import EXIT_FOUND, EXIT_OK
+from .conventions import EXIT_FOUND, EXIT_OK, UsageError, say_error
 from .options import add_nodes, add_policies, nodes_from, policies_from
 
 
 def configure(parser: argparse.ArgumentParser) -> None:
-    """The `policy` sub-commands: `check` and `explain`."""
+    """The `policy` sub-commands: `check`, `explain` and `compile`."""
     actions = parser.add_subparsers(dest="action", required=True)
     check = actions.add_parser(
         "check",
@@ -39,6 +43,25 @@ def configure(parser: argparse.ArgumentParser) -> None:
     explained.add_argument("namespace", metavar="NAMESPACE")
     add_policies(explained)
     explained.set_defaults(func=run_explain)
+    compiled = actions.add_parser(
+        "compile",
+        help="print the policy as admission policy objects for the apiserver",
+        description="Print the final-state check of the policies, loaded together as the "
+        "server loads them, as a ValidatingAdmissionPolicy and its binding, ready for "
+        "`kubectl apply -f -`: the apiserver refuses a pod or workload that still asks GPU "
+        "memory (the webhook was down or bypassed) or needs more GPUs than a lightweight "
+        "node has. The MutatingAdmissionPolicy that would rewrite in the apiserver is not "
+        "compiled yet. Exits 1, naming the feature, for a policy the check cannot express.",
+    )
+    compiled.add_argument("paths", nargs="+", metavar="PATH")
+    compiled.add_argument(
+        "-o",
+        "--output",
+        choices=("yaml", "json"),
+        default="yaml",
+        help="a YAML stream of the objects, or one JSON List (default: %(default)s)",
+    )
+    compiled.set_defaults(func=run_compile)
 
 
 def run_check(args: argparse.Namespace) -> int:
@@ -64,4 +87,23 @@ def run_check(args: argparse.Namespace) -> int:
 def run_explain(args: argparse.Namespace) -> int:
     """Print `explain` for the namespace; exit 2 when the policies do not load."""
     print("\n".join(explain(policies_from(args), args.namespace)))
+    return EXIT_OK
+
+
+def run_compile(args: argparse.Namespace) -> int:
+    """Print the compiled objects; 1 for a feature the check cannot express, 2 when the
+    policies do not load."""
+    try:
+        policies = load_policies(*args.paths)
+    except PolicyError as err:
+        raise UsageError(f"cannot load policies:\n{err}") from None
+    try:
+        objects = final_state_check(policies)
+    except Unexpressible as err:
+        say_error(args, f"cannot compile: {err}")
+        return EXIT_FOUND
+    if args.output == "json":
+        print(json.dumps({"apiVersion": "v1", "kind": "List", "items": objects}, indent=2))
+    else:
+        print(dump_all(objects, block_text=True), end="")
     return EXIT_OK

@@ -81,9 +81,26 @@ def _represent_str(dumper: yaml.SafeDumper, data: str) -> yaml.ScalarNode:
 GoSafeDumper.add_representer(str, _represent_str)
 
 
-def dump_all(documents: Iterable[Any]) -> str:
-    """The documents as a multi-document YAML stream, keys in the order they were given."""
-    return yaml.dump_all(documents, Dumper=GoSafeDumper, sort_keys=False)
+class BlockTextDumper(GoSafeDumper):
+    """A GoSafeDumper that writes text of several lines as a literal block (`|`), as people
+    write CEL in admission policies."""
+
+
+def _represent_block(dumper: yaml.SafeDumper, data: str) -> yaml.ScalarNode:
+    if "\n" in data:
+        # PyYAML falls back to a quoted scalar for text a literal block cannot hold exactly.
+        return dumper.represent_scalar("tag:yaml.org,2002:str", data, style="|")
+    return _represent_str(dumper, data)
+
+
+BlockTextDumper.add_representer(str, _represent_block)
+
+
+def dump_all(documents: Iterable[Any], block_text: bool = False) -> str:
+    """The documents as a multi-document YAML stream, keys in the order they were given;
+    with `block_text`, text of several lines as literal blocks."""
+    dumper = BlockTextDumper if block_text else GoSafeDumper
+    return yaml.dump_all(documents, Dumper=dumper, sort_keys=False)
 
 
 # The order `kubectl get -o yaml` and every Kubernetes example put an object's top-level keys in.

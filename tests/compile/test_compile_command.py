@@ -1,0 +1,55 @@
+"""`lwgpu policy compile PATH... [-o yaml|json]`: the compiled objects as `kubectl apply -f -`
+reads them, and the exit codes."""
+
+from __future__ import annotations
+
+import json
+
+import yaml
+
+from tests.support.cli import run_cli
+from tests.support.paths import SHIPPED_POLICY
+from tests.support.policies import default_policies
+from webhook.compile import final_state_check
+
+DISCOVERING = """\
+apiVersion: lwgpu.io/v1alpha1
+kind: LightweightGPUPolicy
+metadata: {name: found}
+spec:
+  discoverProfiles: true
+  profiles: [{name: a, memory: 1Gi}]
+"""
+
+
+def test_yaml_is_a_stream_of_the_policy_and_its_binding():
+    code, out, err = run_cli("policy", "compile", str(SHIPPED_POLICY))
+    assert (code, err) == (0, "")
+    assert list(yaml.safe_load_all(out)) == final_state_check(default_policies())
+    # CEL of several lines is written as people write it, as a literal block
+    assert "    expression: |-\n" in out
+
+
+def test_json_is_one_list():
+    code, out, _ = run_cli("policy", "compile", "-o", "json", str(SHIPPED_POLICY))
+    assert code == 0
+    assert json.loads(out) == {
+        "apiVersion": "v1",
+        "kind": "List",
+        "items": final_state_check(default_policies()),
+    }
+
+
+def test_a_feature_it_cannot_express_is_named_and_exits_1(tmp_path):
+    path = tmp_path / "found.yaml"
+    path.write_text(DISCOVERING)
+    code, out, err = run_cli("policy", "compile", str(path))
+    assert (code, out) == (1, "")
+    assert err.startswith("python -m webhook policy compile: error: cannot compile: policy 'found'")
+    assert "discoverProfiles: true" in err
+
+
+def test_policies_that_do_not_load_exit_2(tmp_path):
+    code, out, err = run_cli("policy", "compile", str(tmp_path / "absent.yaml"))
+    assert (code, out) == (2, "")
+    assert "cannot load policies" in err
