@@ -137,15 +137,21 @@ def check_variables(ignores_unfitting: bool) -> list[Named]:
             "  size(variables.memoryKeys[i]) > 0 ? 1 : 0].max())",
         },
         {
+            # the init containers that run beside the app as sidecars and occupy a GPU
+            "name": "gpuSidecars",
+            "expression": "variables.initContainers.transformList(j, d,"
+            f" {_sidecar('d')} && variables.gpus[j] > 0, j)",
+        },
+        {
             # asks.effective_gpus: each init container beside the sidecars started before it;
-            # the app containers beside every sidecar
+            # the app containers beside every sidecar. Only containers that occupy a GPU are
+            # paired, so the cost grows with GPU users, not with containers.
             "name": "neededGPUs",
             "expression": "(variables.initContainers.transformList(i, c, !"
-            f"{_sidecar('c')},\n  variables.gpus[i] + variables.initContainers"
-            f".transformList(j, d, j < i && {_sidecar('d')}, variables.gpus[j]).sum())\n"
+            f"{_sidecar('c')} && variables.gpus[i] > 0,\n  variables.gpus[i]"
+            " + variables.gpuSidecars.filter(j, j < i).map(j, variables.gpus[j]).sum())\n"
             "+ [variables.gpus.transformList(i, g, i >= size(variables.initContainers), g).sum()"
-            f"\n  + variables.initContainers.transformList(i, c, {_sidecar('c')},"
-            " variables.gpus[i]).sum()]).max()",
+            "\n  + variables.gpuSidecars.map(j, variables.gpus[j]).sum()]).max()",
         },
         {
             # placement.pinned_classes, read on the nodeSelector or on `In` expressions
