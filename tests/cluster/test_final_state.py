@@ -21,6 +21,7 @@ from collections.abc import Iterator
 import pytest
 
 from tests.support.builders import container, gpu_mem, pod, workload
+from tests.support.cluster import Namespace
 from tests.support.paths import SHIPPED_POLICY
 from tools.cluster.controlplane import ControlPlane
 from tools.waiting import wait_for
@@ -97,7 +98,7 @@ def _patch_failure_policy(plane: ControlPlane, value: str) -> None:
     plane.kubectl("patch", *MUTATE, "--type=json", "-p", json.dumps(patch))
 
 
-def _create(namespace, obj: dict, *how: str):
+def _create(namespace: Namespace, obj: dict, *how: str):
     return namespace.kubectl(*how, "-f", "-", input=json.dumps(obj), check=False)
 
 
@@ -210,10 +211,8 @@ class TestWebhookDown:
         assert rewritten.stdout.strip() == "pod/gpu created (server dry run)", rewritten.stderr
 
     def test_kube_system_is_never_checked(self, lwgpu):
-        done = lwgpu.plane.kubectl(
-            "create", "-n", "kube-system", "--dry-run=server", "-f", "-",
-            input=json.dumps(GPU_MEM_POD),
-        )  # fmt: skip
+        kube_system = Namespace("kube-system", lwgpu.plane)
+        done = _create(kube_system, GPU_MEM_POD, "create", "--dry-run=server")
         assert done.stdout.strip() == "pod/gpu created (server dry run)"
 
 

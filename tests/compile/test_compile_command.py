@@ -8,7 +8,8 @@ import json
 import yaml
 
 from tests.support.cli import run_cli
-from tests.support.paths import SHIPPED_POLICY
+from tests.support.golden import check_golden
+from tests.support.paths import GOLDEN, SHIPPED_POLICY
 from tests.support.policies import default_policies
 from webhook.compile import final_state_check
 
@@ -28,6 +29,8 @@ def test_yaml_is_a_stream_of_the_policy_and_its_binding():
     assert list(yaml.safe_load_all(out)) == final_state_check(default_policies())
     # CEL of several lines is written as people write it, as a literal block
     assert "    expression: |-\n" in out
+    # the CEL itself, for review: LWGPU_UPDATE_GOLDEN=1 rewrites it after an intended change
+    check_golden(GOLDEN / "compile" / "default.yaml", out)
 
 
 def test_json_is_one_list():

@@ -211,12 +211,21 @@ def _memory_ask() -> list[Named]:
     asker = "variables.asker"
     init = "size(variables.initContainers)"
     name = dig(f"variables.containers[{asker}]", ("name",), "''")
-    resource = f"variables.memoryKeys[{asker}][0]"
+    resource = "variables.askedResource"
     return [
         {
             "name": "asker",
             "expression": "(variables.memoryKeys.transformList(i, k, size(k) > 0, i) + [-1])[0]",
         },
+        {
+            "name": "askedResource",
+            "expression": f"{asker} < 0 ? '' : variables.memoryKeys[{asker}][0]",
+        },
+        {
+            "name": "askedValue",
+            "expression": f"{asker} < 0 ? '' : string({_value(asker, resource)})",
+        },
+        {"name": "askedAmount", "expression": _amount("variables.askedValue")},
         {
             # `spec.containers[0] (cuda) asks GPU memory aliyun.com/gpu-mem=2`
             "name": "memoryAsk",
@@ -224,7 +233,7 @@ def _memory_ask() -> list[Named]:
             f" ? 'spec.initContainers[' + string({asker}) + ']'"
             f"\n  : 'spec.containers[' + string({asker} - {init}) + ']')"
             f" + ' (' + {name} + ') asks GPU memory '\n  + {resource} + '='"
-            f" + {_short(_amount(f'string({_value(asker, resource)})'))}",
+            f" + {_short('variables.askedAmount')}",
         },
     ]
 

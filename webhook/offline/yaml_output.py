@@ -98,9 +98,10 @@ BlockTextDumper.add_representer(str, _represent_block)
 
 def dump_all(documents: Iterable[Any], block_text: bool = False) -> str:
     """The documents as a multi-document YAML stream, keys in the order they were given;
-    with `block_text`, text of several lines as literal blocks."""
+    with `block_text`, text of several lines as literal blocks, and characters beyond ASCII
+    as themselves (a block cannot hold an escape)."""
     dumper = BlockTextDumper if block_text else GoSafeDumper
-    return yaml.dump_all(documents, Dumper=dumper, sort_keys=False)
+    return yaml.dump_all(documents, Dumper=dumper, sort_keys=False, allow_unicode=block_text)
 
 
 # The order `kubectl get -o yaml` and every Kubernetes example put an object's top-level keys in.
