@@ -9,6 +9,7 @@ tests/cluster/test_final_state.py.
 from __future__ import annotations
 
 import re
+from dataclasses import replace
 
 import pytest
 import yaml
@@ -20,7 +21,7 @@ from webhook.compile.cel import dig, string
 from webhook.compile.scope import governing
 from webhook.compile.values import largest_units
 from webhook.files import load_policies
-from webhook.policy import PolicySet
+from webhook.policy import PolicySet, Profile, frozen_map
 
 POLICY_HEAD = "apiVersion: lwgpu.io/v1alpha1\nkind: LightweightGPUPolicy\n"
 REFERENCE = re.compile(r"variables\.([A-Za-z_][A-Za-z0-9_]*)")
@@ -193,13 +194,28 @@ def test_the_largest_ask_that_fits_is_counted_in_each_resources_units(resources,
     assert "variables.ignoreUnfitting" in variable(compiled_policy, "unfitting")
 
 
-def test_discovered_classes_cannot_be_compiled():
-    spec = (
-        "metadata: {name: found}\nspec:\n  discoverProfiles: true\n"
-        "  profiles: [{name: a, memory: 1Gi}]"
-    )
+DISCOVERING = (
+    "metadata: {name: found}\nspec:\n  discoverProfiles: true\n"
+    "  profiles: [{name: a, memory: 1Gi, nodeSelector: {gpu: a}}]"
+)
+FOUND = (Profile("GRID-P4-2Q", 2048, frozen_map({"aliyun.accelerator/nvidia_mem": "2048MiB"})),)
+
+
+def test_discovered_classes_cannot_be_compiled_without_a_snapshot():
     with pytest.raises(Unexpressible, match=r"policy 'found' .*discoverProfiles: true"):
-        final_state_check(policies_from(spec))
+        final_state_check(policies_from(DISCOVERING))
+
+
+def test_discovered_classes_compile_as_the_webhook_merges_them():
+    """The snapshot's classes become literals beside the static ones, exactly as if the
+    policy had listed them (`Policy.with_discovered`, what the webhook serves)."""
+    policies = policies_from(DISCOVERING)
+    merged = policies.with_discovered(FOUND)
+    static = PolicySet(tuple(replace(p, discover_profiles=False) for p in merged.policies))
+
+    check = final_state_check(policies, discovered=FOUND)
+    assert check == final_state_check(static)
+    assert variable(check[0], "classMemory") == '{"GRID-P4-2Q": "2048Mi", "a": "1024Mi"}'
 
 
 def test_no_policy_is_refused():

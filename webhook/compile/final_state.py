@@ -9,9 +9,10 @@ The binding denies (`validationActions: [Deny]`) in every namespace the policy m
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from typing import Any
 
-from webhook.policy import PolicySet
+from webhook.policy import PolicySet, Profile
 
 from . import checks, scope, values
 from .cel import Unexpressible
@@ -21,14 +22,19 @@ API_VERSION = "admissionregistration.k8s.io/v1"
 LABELS = {"app.kubernetes.io/part-of": "lwgpu"}
 
 
-def final_state_check(policies: PolicySet) -> list[dict[str, Any]]:
+def final_state_check(
+    policies: PolicySet, discovered: Iterable[Profile] | None = None
+) -> list[dict[str, Any]]:
     """The ValidatingAdmissionPolicy and its binding for `policies`, in the order to apply.
 
-    Raises `Unexpressible` naming the first feature of a policy the checks cannot read as
-    the webhook does.
+    `discovered`: the classes found on the Nodes now (`webhook.scheduling.
+    profiles_from_labels`), merged into each policy with `discoverProfiles: true` as the
+    webhook merges them; compile again when they change. Raises `Unexpressible` naming the
+    first feature of a policy the checks cannot read as the webhook does.
     """
     if not policies.policies:
         raise Unexpressible("no policy to compile")
+    policies = values.with_classes(policies, discovered)
     unfitting = values.ignores_unfitting(policies)
     policy = {
         "apiVersion": API_VERSION,

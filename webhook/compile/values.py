@@ -2,16 +2,17 @@
 the policies by `variables.governing`, so the checks are written once for every policy.
 
 A value is a literal of one type (a string, a list of strings, a map of strings), as
-homogeneous aggregate literals require (`webhook.compile.cel`). A feature the checks cannot
-read as the webhook does stops compiling here, naming the feature and the policy.
+homogeneous aggregate literals require (`webhook.compile.cel`). Discovered classes are
+literals too: `with_classes` merges the node snapshot it is given, and refuses a policy that
+discovers when none is.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 
 from webhook.api import quantity
-from webhook.policy import Policy, PolicySet
+from webhook.policy import Policy, PolicySet, Profile
 
 from .cel import Unexpressible, choose, maps, string, string_map, strings
 from .scope import Named
@@ -26,13 +27,22 @@ def per_policy(values: Sequence[str]) -> str:
     return choose(cases, values[-1])
 
 
-def _refuse_unexpressible(policy: Policy) -> None:
-    if policy.discover_profiles:
-        raise Unexpressible(
-            f"policy {policy.name!r} ({policy.source}): discoverProfiles: true; the classes "
-            "come from Node labels while the webhook runs, which a policy compiled ahead "
-            "cannot know"
-        )
+def with_classes(policies: PolicySet, discovered: Iterable[Profile] | None) -> PolicySet:
+    """The policies with the classes the webhook would serve: `discovered` merged into each
+    policy that discovers, as the webhook merges its node snapshot
+    (`webhook.server.state.discovery`). Without a snapshot such a policy's classes are
+    unknown, and compiling it is refused: a check without them would refuse every pod the
+    webhook places on a discovered class."""
+    if discovered is not None:
+        return policies.with_discovered(discovered)
+    for policy in policies.policies:
+        if policy.discover_profiles:
+            raise Unexpressible(
+                f"policy {policy.name!r} ({policy.source}): discoverProfiles: true; its "
+                "classes come from the Nodes' labels, and no snapshot of the Nodes was given "
+                "to compile them from"
+            )
+    return policies
 
 
 def largest_units(policy: Policy) -> dict[str, str]:
@@ -78,9 +88,7 @@ def ignores_unfitting(policies: PolicySet) -> bool:
 
 
 def policy_variables(policies: PolicySet) -> list[Named]:
-    """One variable per value the checks read; `Unexpressible` for a feature they cannot."""
-    for policy in policies.policies:
-        _refuse_unexpressible(policy)
+    """One variable per value the checks read."""
     values = dict(VALUES)
     if ignores_unfitting(policies):
         values.update(UNFITTING_VALUES)
