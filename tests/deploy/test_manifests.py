@@ -77,6 +77,7 @@ BASE_OBJECTS = (
         (k, "lwgpu-labeller")
         for k in ("ServiceAccount", "ClusterRole", "ClusterRoleBinding", "DaemonSet")
     }
+    | {(k, "lwgpu-policy-sync") for k in ("ClusterRole", "ClusterRoleBinding")}
 )
 CERT_MANAGER_OBJECTS = {
     ("Issuer", "lwgpu-selfsigned"),
@@ -105,7 +106,19 @@ ROLE_RULES = {
             "verbs": ["get", "patch"],
         }
     ],
+    # patch alone: no create, so it can never make an admission policy of its own
+    ("ClusterRole", "lwgpu-policy-sync"): [
+        {
+            "apiGroups": ["admissionregistration.k8s.io"],
+            "resources": ["validatingadmissionpolicies", "validatingadmissionpolicybindings"],
+            "resourceNames": ["lwgpu-final-state"],
+            "verbs": ["patch"],
+        }
+    ],
 }
+# The ServiceAccount each role is bound to: its own, but the policy-sync sidecar's, which
+# runs in the webhook's pod and so as its ServiceAccount.
+BOUND_TO = {"lwgpu-policy-sync": "lwgpu-webhook"}
 
 WEBHOOK_RULES = [
     {"apiGroups": [""], "apiVersions": ["v1"], "resources": ["pods"], "operations": ["CREATE"]},
@@ -192,7 +205,8 @@ def test_rbac_is_least_privilege(role, rules):
         "kind": role[0],
         "name": role[1],
     }
-    assert binding["subjects"] == [{"kind": "ServiceAccount", "name": role[1], "namespace": NS}]
+    account = BOUND_TO.get(role[1], role[1])
+    assert binding["subjects"] == [{"kind": "ServiceAccount", "name": account, "namespace": NS}]
 
 
 @requires_kubectl

@@ -1,11 +1,16 @@
 """`lwgpu policy check PATH...` (validate policy files offline, exit 0/1), `policy explain
-NAMESPACE` (which policy governs it, and what it does there) and `policy compile PATH...`
-(the policy as Kubernetes admission policy objects, exit 0/1)."""
+NAMESPACE` (which policy governs it, and what it does there), `policy compile PATH...` (the
+policy as Kubernetes admission policy objects, exit 0/1) and `policy sync` (those objects kept
+in the apiserver while the policy changes: the webhook pod's sidecar, until SIGTERM)."""
 
 from __future__ import annotations
 
 import argparse
 import json
+import logging
+import signal
+import sys
+import threading
 
 from webhook.compile import Unexpressible, final_state_check
 from webhook.files import load_policies
@@ -19,7 +24,7 @@ from .options import add_nodes, add_policies, nodes_from, policies_from
 
 
 def configure(parser: argparse.ArgumentParser) -> None:
-    """The `policy` sub-commands: `check`, `explain` and `compile`."""
+    """The `policy` sub-commands: `check`, `explain`, `compile` and `sync`."""
     actions = parser.add_subparsers(dest="action", required=True)
     check = actions.add_parser(
         "check",
@@ -62,6 +67,17 @@ def configure(parser: argparse.ArgumentParser) -> None:
         help="a YAML stream of the objects, or one JSON List (default: %(default)s)",
     )
     compiled.set_defaults(func=run_compile)
+    synced = actions.add_parser(
+        "sync",
+        help="keep the compiled final-state check in the apiserver as the policies change",
+        description="Follow the policies as the server does (a load that fails keeps the "
+        "last good one) and server-side apply the compiled ValidatingAdmissionPolicy and its "
+        "binding whenever a load changes them, until SIGTERM. The webhook Deployment runs it "
+        "as a sidecar. The objects must exist (the install creates them): it only patches. "
+        "Talks to the API as the pod's ServiceAccount, else as kubeconfig says.",
+    )
+    add_policies(synced)
+    synced.set_defaults(func=run_sync)
 
 
 def run_check(args: argparse.Namespace) -> int:
@@ -106,4 +122,33 @@ def run_compile(args: argparse.Namespace) -> int:
         print(json.dumps({"apiVersion": "v1", "kind": "List", "items": objects}, indent=2))
     else:
         print(dump_all(objects, block_text=True), end="")
+    return EXIT_OK
+
+
+def run_sync(args: argparse.Namespace) -> int:
+    """Apply the check of every good load until SIGTERM (exit 0); 2 without an API config."""
+    # Imported here: the kubernetes client takes about a second and 50 MiB, which no other
+    # `policy` command needs.
+    from webhook.kube import admission_policies
+    from webhook.kube.client import KubeConfigError, api_client
+    from webhook.sync.final_state import FinalStateSync
+
+    try:
+        api = api_client()
+    except KubeConfigError as err:
+        raise UsageError(err) from None
+    logging.basicConfig(
+        stream=sys.stderr,
+        level=logging.INFO,
+        format="[%(asctime)s] [%(levelname)s] %(name)s: %(message)s",
+    )
+    sync = FinalStateSync(args.policies, lambda objects: admission_policies.apply(api, objects))
+    stop = threading.Event()
+    previous = signal.signal(signal.SIGTERM, lambda *_: stop.set())
+    try:
+        sync.run(stop)
+    except KeyboardInterrupt:
+        pass  # Ctrl-C by hand: stop as at SIGTERM
+    finally:
+        signal.signal(signal.SIGTERM, previous)
     return EXIT_OK

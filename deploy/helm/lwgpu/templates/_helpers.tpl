@@ -52,7 +52,10 @@ securityContext:
     drop: [ALL]
 {{- end }}
 
-{{/* A ServiceAccount of the release namespace bound to a ClusterRole of the same name. */}}
+{{/*
+A ClusterRole bound to the release namespace's ServiceAccount of the same name, or of
+"account" where given.
+*/}}
 {{- define "lwgpu.clusterRoleBinding" -}}
 apiVersion: rbac.authorization.k8s.io/v1
 kind: ClusterRoleBinding
@@ -66,7 +69,7 @@ roleRef:
   name: {{ .name }}
 subjects:
 - kind: ServiceAccount
-  name: {{ .name }}
+  name: {{ .account | default .name }}
   namespace: {{ .root.Release.Namespace }}
 {{- end }}
 

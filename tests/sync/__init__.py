@@ -1,0 +1,1 @@
+"""Tests of `policy sync`: the final-state check kept in the apiserver."""
