@@ -33,6 +33,14 @@ if TYPE_CHECKING:
 # A webhook call may last at most 30 s (timeoutSeconds' maximum): in-flight reviews get
 # that long to finish after SIGTERM. The Pod's terminationGracePeriodSeconds must exceed it.
 GRACEFUL_TIMEOUT_SECONDS = 30
+# gunicorn's `timeout`: the master kills a worker whose event loop has not beaten its
+# heartbeat for this long, and forks another. A hung worker's SO_REUSEPORT listener keeps
+# taking its share of new connections, which then wait for nothing; at gunicorn's default,
+# 30 s, that failed half the reviews for 31 s (docs/RELIABILITY.md, hung worker), six times
+# the apiserver's 5 s. The loop beats at least once a second whatever its threads review,
+# and a worker must boot within it (import, policy load: ~2 s at a load average of 9 on 2
+# cores), hence 10.
+WORKER_TIMEOUT_SECONDS = 10
 
 
 @dataclass(frozen=True)
@@ -188,6 +196,7 @@ class WebhookApplication(BaseApplication):  # type: ignore[misc]  # gunicorn has
             "reuse_port": True,
             "keepalive": KEEPALIVE_SECONDS,
             "graceful_timeout": GRACEFUL_TIMEOUT_SECONDS,
+            "timeout": WORKER_TIMEOUT_SECONDS,
             # gunicorn turns TLS on when `certfile` is set, and never reads it: the context comes
             # from the `ssl_context` hook. With reuse_port it does check, in each worker it forks
             # and before post_fork, that the file exists (arbiter.spawn_worker ->
