@@ -27,7 +27,7 @@ from kubernetes import client
 from tests.support.builders import MEM
 from tests.support.builders import NAME as NAME_LABEL
 from tests.support.cluster import require_binaries
-from tests.support.paths import DEPLOY, SHIPPED_POLICY
+from tests.support.paths import DEPLOY, EXAMPLE_POLICIES, SHIPPED_POLICY
 from tools.cluster import controlplane
 from tools.cluster.controlplane import ControlPlane
 from tools.cluster.kubelet import Kubelet
@@ -56,6 +56,9 @@ VRAM = SHIPPED.replace(HAMI, HAMI + "      example.com/vram: Mi\n")
 MAX = "  maxGPUsPerPod: 1\n"
 DISCOVERS = SHIPPED.replace(MAX, MAX + "  discoverProfiles: true\n")
 SHIPPED_CHECK = final_state_check(load_policies(SHIPPED_POLICY))
+# A policy whose check has variables and match conditions the shipped one has not, and lacks
+# some of the shipped one's.
+CUSTOM = EXAMPLE_POLICIES / "mixed-fleet.yaml"
 
 
 def shipped_sync_objects() -> list[dict]:
@@ -126,7 +129,7 @@ def checks(spec: dict) -> tuple:
 @contextmanager
 def syncing(directory, identity, **options) -> Iterator[FinalStateSync]:
     """`FinalStateSync` on `directory` running in a thread, as the sidecar's identity."""
-    apply = partial(admission_policies.apply, api_client(kubeconfig=str(identity)))
+    apply = partial(admission_policies.patch_objects, api_client(kubeconfig=str(identity)))
     sync = FinalStateSync(directory, apply, **options)
     stop = threading.Event()
     thread = threading.Thread(target=sync.run, args=(stop, 0.1), daemon=True)
@@ -215,11 +218,22 @@ def test_a_discovering_policy_with_no_list_of_nodes_keeps_the_check(
     assert stored(plane)["metadata"]["generation"] == 1
 
 
+def test_what_the_install_wrote_is_replaced_whole(plane, identity, installed, caplog):
+    """The install's field manager owns the items of the installed check's lists; a
+    server-side apply that left some out would keep them. The merge patch replaces them."""
+    caplog.set_level(logging.INFO)
+    with syncing(CUSTOM, identity):
+        wait_for(lambda: logged(caplog, "applied the final-state check"), timeout=30)
+
+    custom = final_state_check(load_policies(CUSTOM))[0]["spec"]
+    assert checks(stored(plane)["spec"]) == checks(custom) != checks(SHIPPED_CHECK[0]["spec"])
+
+
 def test_an_api_refusal_is_retried_with_backoff_and_logged_once(
     plane, identity, installed, tmp_path, caplog
 ):
-    """A missing binding cannot be made again: an apply patch that would create needs the
-    create verb, which the sidecar does not hold."""
+    """A missing binding is not made again: a merge patch never creates (nor may the
+    sidecar)."""
     plane.kubectl("delete", BINDING, NAME)
     caplog.set_level(logging.DEBUG, logger=LOG)
     with syncing(SHIPPED_POLICY, identity, backoff=(0.1, 0.4)) as sync:
@@ -231,9 +245,8 @@ def test_an_api_refusal_is_retried_with_backoff_and_logged_once(
 
     assert len(refused) == 1
     assert (
-        f"ValidatingAdmissionPolicyBinding {NAME}: answered 403 Forbidden:"
-        f' validatingadmissionpolicybindings.admissionregistration.k8s.io "{NAME}" is forbidden:'
-        f' User "{USER}" cannot create resource "validatingadmissionpolicybindings"'
+        f"ValidatingAdmissionPolicyBinding {NAME}: answered 404 Not Found:"
+        f' validatingadmissionpolicybindings.admissionregistration.k8s.io "{NAME}" not found'
     ) in refused[0]
     assert logged(caplog, "the API server takes the check again") == 1
 
@@ -280,12 +293,12 @@ def test_an_apply_of_another_admission_policy_is_refused(plane, identity, instal
     other["metadata"]["name"] = "other"
     plane.kubectl("create", "-f", "-", input=json.dumps(other))
     try:
-        with pytest.raises(admission_policies.ApplyError) as refused:
-            admission_policies.apply(api_client(kubeconfig=str(identity)), [other])
+        with pytest.raises(admission_policies.PatchError) as refused:
+            admission_policies.patch_objects(api_client(kubeconfig=str(identity)), [other])
     finally:
         plane.kubectl("delete", VAP, "other")
     assert f'User "{USER}" cannot patch resource "validatingadmissionpolicies"' in str(
         refused.value
     )
     # and its own, which exists, with patch alone
-    assert admission_policies.apply(api_client(kubeconfig=str(identity)), SHIPPED_CHECK)
+    assert admission_policies.patch_objects(api_client(kubeconfig=str(identity)), SHIPPED_CHECK)

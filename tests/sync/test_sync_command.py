@@ -46,7 +46,7 @@ def test_an_unreachable_api_server_is_named_with_the_cause(tmp_path):
     api = api_client(kubeconfig=str(kubeconfig))
     api.configuration.retries = 0  # urllib3's own three retries would only make it slower
 
-    with pytest.raises(admission_policies.ApplyError) as failed:
-        admission_policies.apply(api, final_state_check(load_policies(SHIPPED_POLICY)))
+    with pytest.raises(admission_policies.PatchError) as failed:
+        admission_policies.patch_objects(api, final_state_check(load_policies(SHIPPED_POLICY)))
 
     assert str(failed.value) == f"cannot reach the API server {server}: connection refused"

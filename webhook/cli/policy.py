@@ -71,10 +71,11 @@ def configure(parser: argparse.ArgumentParser) -> None:
         "sync",
         help="keep the compiled final-state check in the apiserver as the policies change",
         description="Follow the policies as the server does (a load that fails keeps the "
-        "last good one) and server-side apply the compiled ValidatingAdmissionPolicy and its "
-        "binding whenever a load changes them, until SIGTERM. The webhook Deployment runs it "
-        "as a sidecar. The objects must exist (the install creates them): it only patches. "
-        "Talks to the API as the pod's ServiceAccount, else as kubeconfig says.",
+        "last good one) and write the compiled ValidatingAdmissionPolicy and its binding "
+        "into the apiserver whenever a load changes them, until SIGTERM. The webhook "
+        "Deployment runs it as a sidecar. The objects must exist (the install creates them): "
+        "it only patches them. Talks to the API as the pod's ServiceAccount, else as "
+        "kubeconfig says.",
     )
     add_policies(synced)
     synced.set_defaults(func=run_sync)
@@ -142,7 +143,9 @@ def run_sync(args: argparse.Namespace) -> int:
         level=logging.INFO,
         format="[%(asctime)s] [%(levelname)s] %(name)s: %(message)s",
     )
-    sync = FinalStateSync(args.policies, lambda objects: admission_policies.apply(api, objects))
+    sync = FinalStateSync(
+        args.policies, lambda objects: admission_policies.patch_objects(api, objects)
+    )
     stop = threading.Event()
     previous = signal.signal(signal.SIGTERM, lambda *_: stop.set())
     try:

@@ -1,5 +1,5 @@
 """Kubernetes API client code: the one client builder, the node inventory (list + watch) and
-the server-side apply of admission policies (`policy sync`).
+the admission policies `policy sync` writes.
 
 The only package that imports the `kubernetes` client at module level; callers import
 its modules lazily, because the client costs ~50 MiB of memory in every process.

@@ -1,12 +1,17 @@
-"""Admission policy objects written with server-side apply: how `policy sync` puts the
+"""Admission policy objects written whole with a JSON merge patch: how `policy sync` puts the
 compiled final-state check (`webhook.compile`) into the apiserver.
 
-Each object is sent whole as an apply patch (`application/apply-patch+yaml`) under the field
-manager `lwgpu`, with `force`: the fields become lwgpu's, whoever set them before (`kubectl
-apply`, Helm), so every replica that applies the same objects agrees and none conflicts. On an
-object that exists an apply patch needs only the `patch` verb; creating one would also need
-`create`, which the shipped RBAC withholds (the install creates the objects), so a missing
-object is answered 403.
+Each object is sent as a merge patch (RFC 7386) of its labels and its whole spec, under the
+field manager `lwgpu`. A merge patch replaces every list it names outright, so the spec
+stored is exactly the one compiled, whoever wrote the object before. Server-side apply cannot
+promise that: the install creates the objects (`kubectl apply --server-side`, Helm), their
+field manager keeps owning the items of the `variables` and `matchConditions` lists (lists
+of type map), and an apply that leaves an item out removes it only where no other manager
+owns it. Measured on the real apiserver (tests/sync): a check applied over the installed
+one kept the installed one's variables too. A merge patch needs only the `patch` verb and
+never creates an object: a missing one is answered 404 (the install creates them; creating
+admission policies is an escalation path the sidecar is not given). Patches of identical
+content change nothing, so every replica writing the same objects agrees.
 """
 
 from __future__ import annotations
@@ -22,12 +27,12 @@ from urllib3 import exceptions as urllib3_exceptions
 from .inventory import failure
 
 FIELD_MANAGER = "lwgpu"
-APPLY_PATCH = "application/apply-patch+yaml"
+MERGE_PATCH = "application/merge-patch+json"
 REQUEST_TIMEOUT_S = 10  # one hung request must not hold up the retries
 
 
-class ApplyError(Exception):
-    """An object was not applied; the message says why in a few words, for the log."""
+class PatchError(Exception):
+    """An object was not written; the message says why in a few words, for the log."""
 
 
 def _patcher(api: client.AdmissionregistrationV1Api, kind: str) -> Callable[..., Any]:
@@ -39,10 +44,13 @@ def _patcher(api: client.AdmissionregistrationV1Api, kind: str) -> Callable[...,
     return patchers[kind]
 
 
-def apply(api_client: client.ApiClient, objects: Sequence[dict[str, Any]]) -> dict[str, int]:
-    """Server-side apply `objects` (cluster-scoped admission policies and bindings) in order;
-    returns `kind/name` -> `metadata.generation` as stored. Raises `ApplyError` at the first
-    object the API server does not take or cannot be reached for."""
+def patch_objects(
+    api_client: client.ApiClient, objects: Sequence[dict[str, Any]]
+) -> dict[str, int]:
+    """Merge-patch the labels and the whole spec of `objects` (cluster-scoped admission
+    policies and bindings, which exist) in order; returns `kind/name` -> `metadata.generation`
+    as stored. Raises `PatchError` at the first object the API server does not take or cannot
+    be reached for."""
     api = client.AdmissionregistrationV1Api(api_client)
     stored: dict[str, int] = {}
     for obj in objects:
@@ -50,24 +58,23 @@ def apply(api_client: client.ApiClient, objects: Sequence[dict[str, Any]]) -> di
         try:
             answer = _patcher(api, kind)(
                 name,
-                obj,
+                {"metadata": {"labels": obj["metadata"]["labels"]}, "spec": obj["spec"]},
                 field_manager=FIELD_MANAGER,
-                force=True,
-                _content_type=APPLY_PATCH,
+                _content_type=MERGE_PATCH,
                 _request_timeout=REQUEST_TIMEOUT_S,
             )
         except ApiException as err:
-            raise ApplyError(f"{kind} {name}: {_refusal(err)}") from err
+            raise PatchError(f"{kind} {name}: {_refusal(err)}") from err
         except (urllib3_exceptions.HTTPError, OSError) as err:
             host = api_client.configuration.host
-            raise ApplyError(f"cannot reach the API server {host}: {failure(err)}") from err
+            raise PatchError(f"cannot reach the API server {host}: {failure(err)}") from err
         stored[f"{kind}/{name}"] = answer.metadata.generation  # the apiserver always sets it
     return stored
 
 
 def _refusal(err: ApiException) -> str:
-    """`answered 403 Forbidden: <the Status message>`: the apiserver's own reason says which
-    verb and object (a missing object asks for `create`)."""
+    """`answered 404 Not Found: <the Status message>`: the apiserver's own reason says which
+    object, and which verb where it refused one."""
     try:
         message = json.loads(err.body or "{}").get("message", "")
     except (ValueError, AttributeError):

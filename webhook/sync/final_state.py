@@ -31,7 +31,7 @@ from pathlib import Path
 from typing import Any
 
 from webhook.compile import Unexpressible, final_state_check
-from webhook.kube.admission_policies import ApplyError
+from webhook.kube.admission_policies import PatchError
 from webhook.policy import Profile
 from webhook.server.state.discovery import Discovery
 from webhook.server.state.policy_store import POLL_INTERVAL, PolicyStore
@@ -39,7 +39,7 @@ from webhook.server.state.policy_store import POLL_INTERVAL, PolicyStore
 log = logging.getLogger(__name__)
 
 Objects = list[dict[str, Any]]
-# Applies objects in order and returns `kind/name` -> stored `metadata.generation`.
+# Writes objects in order and returns `kind/name` -> stored `metadata.generation`.
 Applier = Callable[[Sequence[dict[str, Any]]], dict[str, int]]
 BACKOFF_S = (0.5, 30.0)
 RESYNC_S = 60.0
@@ -57,9 +57,10 @@ class FinalStateSync:
         resync_s: float = RESYNC_S,
         discovery: Discovery | None = None,
     ) -> None:
-        """`apply` writes objects to the apiserver (`webhook.kube.admission_policies.apply`
-        on a client); `backoff` is (first, max) seconds between failed attempts; `discovery`
-        follows the Nodes for a policy that discovers (by default as the server's does)."""
+        """`apply` writes objects to the apiserver (`webhook.kube.admission_policies.
+        patch_objects` on a client); `backoff` is (first, max) seconds between failed
+        attempts; `discovery` follows the Nodes for a policy that discovers (by default as
+        the server's does)."""
         self.store = PolicyStore(path, on_failed=self._load_failed)
         self.discovery = discovery or Discovery()
         self._apply = apply
@@ -86,7 +87,7 @@ class FinalStateSync:
         resync = self.wanted == self.applied
         try:
             generations = self._apply(self.wanted)
-        except ApplyError as err:
+        except PatchError as err:
             self._apply_failed(str(err), now)
             return
         self._took(generations, resync, now)
