@@ -9,8 +9,11 @@ variable (tests of the Flask app in one process) it uses the ordinary in-process
 
 from __future__ import annotations
 
+import contextlib
+import glob
 import os
 import time
+from collections.abc import Iterable
 from datetime import datetime
 
 from prometheus_client import (
@@ -23,6 +26,7 @@ from prometheus_client import (
     generate_latest,
     multiprocess,
 )
+from prometheus_client.metrics_core import Metric
 
 from .metrics_dir import MULTIPROC_ENV
 
@@ -136,11 +140,31 @@ def certificate_expires(not_after: datetime) -> None:
     CERT_EXPIRY.set(not_after.timestamp() - time.time())
 
 
+class _WorkerFiles(multiprocess.MultiProcessCollector):
+    """Every worker's metric files but those still empty.
+
+    A worker creates each file empty and then sizes it (``MmapedDict``: open, truncate), so a
+    scrape while a worker boots may find a file of 0 bytes, and prometheus-client's reader
+    fails on it with ``struct.error``: /metrics answered 500 during worker restarts (issue
+    28's faults). An empty file holds no value yet; a sized one reads as its used part.
+    """
+
+    def collect(self) -> Iterable[Metric]:
+        """The merged metrics of the non-empty files."""
+        files = []
+        for path in glob.glob(os.path.join(self._path, "*.db")):
+            with contextlib.suppress(FileNotFoundError):  # a dead worker's live gauge, removed
+                if os.path.getsize(path):
+                    files.append(path)
+        merged: Iterable[Metric] = self.merge(files, accumulate=True)  # type: ignore[no-untyped-call]
+        return merged
+
+
 def render() -> tuple[bytes, str]:
     """The exposition text of every worker's metrics (or this process's) and its content type."""
     if os.environ.get(MULTIPROC_ENV):
         registry = CollectorRegistry()
         # prometheus_client ships py.typed but leaves this constructor unannotated.
-        multiprocess.MultiProcessCollector(registry)  # type: ignore[no-untyped-call]
+        _WorkerFiles(registry)  # type: ignore[no-untyped-call]
         return generate_latest(registry), CONTENT_TYPE_LATEST
     return generate_latest(REGISTRY), CONTENT_TYPE_LATEST
