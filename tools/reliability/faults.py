@@ -1,20 +1,23 @@
-"""Faults under load: `python -m tools.reliability.faults [--out FILE]`.
+"""Faults under load: `python -m tools.reliability.faults [FAULT...] [--out FILE]`.
 
 Starts `webhook serve` (2 gthread workers, real TLS, loopback) once per fault, drives it
-with `load.Load`, strikes, and prints one table row per fault: requests, failed requests,
-how many of those were in flight when the fault struck, and the recovery time. The rows and
-every failure's error go to `bench-results/reliability-faults.json` (git-ignored).
+with `load.Load`, strikes, and prints one table row per fault: reviews, failed reviews by
+kind, how many of those were in flight when the fault struck, how long reviews kept
+failing, the recovery time and whether the master kept its pid; the load average before
+and after. The rows and every failure's error go to `bench-results/reliability-faults.json`
+(git-ignored).
 
-(a) SIGKILL one worker: gunicorn forks a replacement; only requests in flight may fail.
-    Recovery: kill -> the replacement worker has loaded the policy (/metrics).
-(b) Policy file edited, then corrupted, truncated, emptied, deleted and restored: zero
+The worker faults (SIGKILL, out of memory, hung, TLS files bad while workers restart) are
+in `worker_faults.py`; here:
+
+(e) Policy file edited, then corrupted, truncated, emptied, deleted and restored: zero
     failures, and every answer comes from the last good policy. Recovery: restore -> both
     workers reloaded. The reload failures must show in /metrics.
-(c) Certificates rotated four times (two `..data` swaps by kubelet's own AtomicWriter, two
+(f) Certificates rotated four times (two `..data` swaps by kubelet's own AtomicWriter, two
     file-by-file swaps), each a new CA from `certs.generate(force=True)`: zero failed
     handshakes. Recovery: the slowest rotation's swap -> the first handshake that presents
     the new certificate. Needs the built Kubernetes binaries (`make cluster`).
-(d) SIGTERM to the master while slow requests are in flight: every in-flight review ends
+(g) SIGTERM to the master while slow requests are in flight: every in-flight review ends
     with a 200. Recovery: SIGTERM -> the master exited (the drain).
 
 Every loop is bounded in time and count; nothing leaves loopback.
@@ -33,35 +36,22 @@ import signal
 import sys
 import tempfile
 import time
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 from tools.cluster import binaries
 from tools.cluster.volumes import install_secret
-from tools.loopback.server import Server, install_file_by_file, make_certs, serving
+from tools.loopback.server import install_file_by_file, make_certs, serving
 from tools.paths import REPO
-from tools.reliability import procfs
+from tools.reliability import cgroup, watch, worker_faults
 from tools.reliability.load import Load, Record
 from tools.reliability.policy_steps import policy_steps
 from tools.reliability.report import row, table
+from tools.reliability.watch import AFTER, SEED_ANSWER, TIMEOUT_S, WARM_UP
 from tools.waiting import wait_for
 from webhook import DEFAULT_POLICIES
 
 OUT = REPO / "bench-results" / "reliability-faults.json"
-WARM_UP = 300  # requests before a fault strikes
-AFTER = 600  # requests after recovery, to show the server serves again
-TIMEOUT_S = 45  # for any one wait; gunicorn's graceful timeout is 30 s
-
-
-def counter(server: Server, name: str) -> float:
-    """A label-less counter of the server's /metrics (0 before its first increment)."""
-    return server.metrics().get((name, frozenset()), 0.0)
-
-
-def counted(server: Server, name: str, at_least: float) -> bool:
-    """True once the counter `name` has reached `at_least`."""
-    return counter(server, name) >= at_least
 
 
 def first_served(records: list[Record], since: float, cert: bytes) -> Record | None:
@@ -74,47 +64,8 @@ def all_serving(records: list[Record], cert: bytes) -> bool:
     return [r.cert for r in records if r.cert][-20:] == [cert] * 20
 
 
-def _served(expected: str) -> Callable[[Record], bool]:
-    return lambda r: r.status == 200 and r.profile == expected
-
-
-def kill_worker(work: Path) -> dict[str, Any]:
-    """(a) SIGKILL one of the two workers under load."""
-    with (
-        serving(work, DEFAULT_POLICIES, workers=2, threads=4) as server,
-        Load(server.port, [server.ca], keepalive=4, slow=2) as load,
-    ):
-        load.wait_requests(WARM_UP)
-        workers = procfs.children(server.process.pid)
-        loaded = counter(server, "lwgpu_policy_reloads_total")
-        victim = min(workers)
-        struck = time.monotonic()
-        os.kill(victim, signal.SIGKILL)
-
-        def replacement() -> set[int]:
-            now = procfs.children(server.process.pid)
-            return now if now != workers and len(now) == 2 else set()
-
-        replaced = wait_for(replacement, TIMEOUT_S, what="a new worker")
-        wait_for(
-            lambda: counter(server, "lwgpu_policy_reloads_total") > loaded,
-            TIMEOUT_S,
-            what="the new worker's policy load",
-        )
-        recovered = time.monotonic() - struck
-        load.wait_requests(AFTER)
-    return row(
-        "SIGKILL one worker",
-        load.records,
-        [struck],
-        recovered,
-        _served("GRID-P4-2Q"),
-        note=f"worker {victim} replaced by {sorted(replaced - workers)}; connections it held broke",
-    )
-
-
 def policy_faults(work: Path) -> dict[str, Any]:
-    """(b) Edit, corrupt, truncate, empty, delete and restore the policy file under load."""
+    """(e) Edit, corrupt, truncate, empty, delete and restore the policy file under load."""
     live = work / "policies" / "default.yaml"
     live.parent.mkdir()
     shutil.copy(DEFAULT_POLICIES, live)
@@ -125,16 +76,16 @@ def policy_faults(work: Path) -> dict[str, Any]:
         load.wait_requests(WARM_UP)
         # (time, profiles a correct answer may name from then on)
         accepted: list[tuple[float, set[str]]] = [(0.0, {"GRID-P4-2Q"})]
-        failures0 = counter(server, "lwgpu_policy_reload_failures_total")
+        failures0 = watch.counter(server, "lwgpu_policy_reload_failures_total")
         steps: list[dict[str, Any]] = []
         for step in policy_steps(live):
             done = time.monotonic()
-            before = counter(server, step.metric)
+            before = watch.counter(server, step.metric)
             step.apply()
             if step.profile:  # a valid edit: either class until both workers reloaded
                 accepted.append((done, accepted[-1][1] | {step.profile}))
             wait_for(
-                functools.partial(counted, server, step.metric, before + 2),
+                functools.partial(watch.counted, server, step.metric, before + 2),
                 TIMEOUT_S,
                 what=f"both workers to see the {step.name} policy",
             )
@@ -143,8 +94,9 @@ def policy_faults(work: Path) -> dict[str, Any]:
                 accepted.append((time.monotonic(), {step.profile}))
             steps.append({"step": step.name, "seen_by_both_workers_s": round(took, 3)})
             load.wait_requests(200)
-        failures = counter(server, "lwgpu_policy_reload_failures_total") - failures0
+        failures = watch.counter(server, "lwgpu_policy_reload_failures_total") - failures0
         load.wait_requests(AFTER)
+        state = watch.master(server)
 
     def ok(record: Record) -> bool:
         # The classes accepted when the request started, and any accepted while it ran.
@@ -159,6 +111,7 @@ def policy_faults(work: Path) -> dict[str, Any]:
         [],
         steps[-1]["seen_by_both_workers_s"],
         ok,
+        master=state,
         steps=steps,
         profiles=profiles,
         note=f"/metrics counted {failures:.0f} failed reloads (4 bad states x 2 workers); "
@@ -167,7 +120,7 @@ def policy_faults(work: Path) -> dict[str, Any]:
 
 
 def rotate_certificates(work: Path) -> dict[str, Any]:
-    """(c) Swap in four new certificate sets (each with a new CA) under load."""
+    """(f) Swap in four new certificate sets (each with a new CA) under load."""
     sets = [make_certs(work / "sets" / f"v{i}", force=True) for i in range(1, 6)]
     live = work / "live"
     install_secret(live, sets[0])
@@ -199,13 +152,15 @@ def rotate_certificates(work: Path) -> dict[str, Any]:
                 what=f"every worker serving v{version}",
             )
         load.wait_requests(AFTER)
+        state = watch.master(server)
     handshakes = sum(r.handshake for r in load.records)
     return row(
         "rotate certificates x4",
         load.records,
         struck,
         max(recoveries),
-        _served("GRID-P4-2Q"),
+        SEED_ANSWER,
+        master=state,
         handshakes=handshakes,
         note=f"{handshakes} TLS handshakes; new certificate first served after "
         + ", ".join(f"{s:.2f}" for s in recoveries)
@@ -223,7 +178,7 @@ def _der(cert_set: Path) -> bytes:
 
 
 def terminate_master(work: Path) -> dict[str, Any]:
-    """(d) SIGTERM the gunicorn master while slow requests are in flight."""
+    """(g) SIGTERM the gunicorn master while slow requests are in flight."""
     with (
         serving(work, DEFAULT_POLICIES, workers=2, threads=4) as server,
         Load(server.port, [server.ca], keepalive=4, slow=4, pause=0.5) as load,
@@ -241,7 +196,8 @@ def terminate_master(work: Path) -> dict[str, Any]:
         [r for r in load.records if r.start <= struck],
         [struck],
         drained,
-        _served("GRID-P4-2Q"),
+        SEED_ANSWER,
+        master=f"exited {code}",
         exit_code=code,
         in_flight=len(in_flight),
         note=f"{len(in_flight)} reviews in flight at SIGTERM; exit {code}; "
@@ -252,11 +208,15 @@ def terminate_master(work: Path) -> dict[str, Any]:
 
 
 FAULTS = {
-    "kill-worker": kill_worker,
+    **worker_faults.FAULTS,
     "policy": policy_faults,
     "rotate-certs": rotate_certificates,
     "sigterm": terminate_master,
 }
+
+
+def _loads(average: tuple[float, float, float]) -> str:
+    return " ".join(f"{value:.2f}" for value in average)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -276,12 +236,15 @@ def main(argv: list[str] | None = None) -> int:
     if unknown:
         parser.error(f"unknown fault {', '.join(sorted(unknown))}; choose from {', '.join(FAULTS)}")
     args.faults = args.faults or list(FAULTS)
+    if "oom-worker" in args.faults and (why := cgroup.available()):
+        parser.error(f"oom-worker runs the server in a memory cgroup, and {why}")
     if "rotate-certs" in args.faults and (absent := binaries.missing()):
         # Said before any fault runs, not when the third one reaches install_secret.
         parser.error(
             f"rotate-certs writes the Secret volume with kubelet's AtomicWriter, and "
             f"{', '.join(absent)} not built; {binaries.HOW_TO_BUILD}"
         )
+    before = os.getloadavg()
     rows = []
     with tempfile.TemporaryDirectory(prefix="lwgpu-faults-") as scratch:
         for name in args.faults:
@@ -289,7 +252,9 @@ def main(argv: list[str] | None = None) -> int:
             work.mkdir()
             print(f"fault {name} ...", file=sys.stderr, flush=True)
             rows.append(FAULTS[name](work))
+    after = os.getloadavg()
     print(table(rows))
+    print(f"\nload average (1, 5, 15 min) before: {_loads(before)}; after: {_loads(after)}")
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(
         json.dumps(
@@ -297,6 +262,8 @@ def main(argv: list[str] | None = None) -> int:
                 "cpus": os.cpu_count(),
                 "python": platform.python_version(),
                 "time": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
+                "load_average_before": before,
+                "load_average_after": after,
                 "rows": rows,
             },
             indent=2,

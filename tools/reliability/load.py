@@ -14,6 +14,7 @@ error, the certificate served). Each thread stops on `stop()`, after `max_second
 
 from __future__ import annotations
 
+import http.client
 import re
 import socket
 import ssl
@@ -43,12 +44,15 @@ HEADERS = {"Content-Type": "application/json"}
 # The warning names the class chosen: "lwgpu: ... -> nvidia.com/gpu=1 on GRID-P4-2Q (...)".
 PROFILE = re.compile(r" on (\S+) \(")
 BACKOFF_S = 0.05  # after a failed request, so a dead server is not hammered
+# How long a client waits for each connect, read and write: the webhook's `timeoutSeconds`
+# in deploy/, after which the apiserver gives up on a call.
+TIMEOUT_S = 5.0
 
 
-def connect(port: int, *ca_files: Path) -> Connection:
+def connect(port: int, *ca_files: Path, timeout: float = TIMEOUT_S) -> Connection:
     """A (not yet opened) connection to the server on `port` trusting `ca_files` (TCP_NODELAY
     on, as the apiserver's Go client dials)."""
-    return Connection(port, client_context(*ca_files))
+    return Connection(port, client_context(*ca_files), timeout=timeout)
 
 
 @dataclass(frozen=True)
@@ -153,7 +157,8 @@ class Load:
             try:
                 status, data, cert = run(state)
                 profile = profile_of(status, data)
-            except (OSError, ssl.SSLError, ValueError) as exc:
+            # HTTPException: a response cut short (IncompleteRead) by a worker killed mid-write.
+            except (OSError, ssl.SSLError, ValueError, http.client.HTTPException) as exc:
                 error = f"{type(exc).__name__}: {exc}"
             self.records.append(
                 Record(
@@ -201,7 +206,7 @@ class Load:
 
     def _slow(self, state: dict[str, Any]) -> tuple[int, bytes, bytes | None]:
         state["handshake"], state["opened"] = True, time.monotonic()
-        raw = socket.create_connection(("127.0.0.1", self.port), timeout=30)
+        raw = socket.create_connection(("127.0.0.1", self.port), timeout=TIMEOUT_S)
         context = client_context(*self.ca_files)
         with context.wrap_socket(raw, server_hostname=SNI) as tls:
             half = len(BODY) // 2

@@ -2,10 +2,35 @@
 
 from __future__ import annotations
 
+import collections
 from collections.abc import Callable
 from typing import Any
 
 from tools.reliability.load import Record
+
+# How a failed review failed, in the words the table uses. A timeout is a client that gave
+# up after the apiserver's 5 s; a reset is a connection refused, reset or closed without an
+# answer; a 5xx is the server's own error; "wrong" is any other answer (a 4xx, another class).
+KINDS = ("reset", "timeout", "5xx", "wrong")
+
+
+def kind_of(record: Record) -> str:
+    """The kind of failure of a failed `record` (one of `KINDS`)."""
+    if record.status is None:
+        error = record.error or ""
+        return "timeout" if "timed out" in error or "Timeout" in error else "reset"
+    return "5xx" if record.status >= 500 else "wrong"
+
+
+def failing_for(failed: list[Record], at: list[float]) -> float:
+    """How long reviews kept failing after a fault: the longest time from a strike in `at` to
+    the end of a failure that started after it and before the next strike."""
+    longest = 0.0
+    for record in failed:
+        struck = max((t for t in at if t <= record.end), default=None)
+        if struck is not None:
+            longest = max(longest, record.end - struck)
+    return longest
 
 
 def row(
@@ -23,14 +48,17 @@ def row(
     stale = [
         r for r in failed if r not in in_flight and any(r.on_connection_from_before(t) for t in at)
     ]
+    kinds = collections.Counter(kind_of(r) for r in failed)
     return {
         "fault": fault,
         "requests": len(records),
         "failures": len(failed),
+        **{f"failed_{kind}": kinds[kind] for kind in KINDS},
         "failed_in_flight": len(in_flight),
         "failed_on_broken_connection": len(stale),
         "failed_otherwise": len(failed) - len(in_flight) - len(stale),
         "recovery_s": round(recovery_s, 3),
+        "failing_for_s": round(failing_for(failed, at), 3),
         "errors": sorted({r.error or f"HTTP {r.status} {r.profile}" for r in failed}),
         # Start and end relative to the (first) fault, to tell in-flight from later ones.
         "failed": [
@@ -52,19 +80,24 @@ def table(rows: list[dict[str, Any]]) -> str:
     """The rows as a Markdown table (the form docs/RELIABILITY.md shows)."""
     columns = (
         "fault",
-        "requests",
-        "failures",
-        "in flight",
-        "on a broken connection",
-        "other",
+        "reviews",
+        "failed",
+        "reset",
+        "timeout",
+        "5xx",
+        "wrong",
+        "in flight at the fault",
+        "failing for (s)",
         "recovery (s)",
+        "master",
         "note",
     )
-    lines = ["| " + " | ".join(columns) + " |", "|---|---:|---:|---:|---:|---:|---:|---|"]
+    lines = ["| " + " | ".join(columns) + " |", "|---|" + "---:|" * (len(columns) - 3) + "---|---|"]
     lines += [
-        f"| {r['fault']} | {r['requests']} | {r['failures']} | {r['failed_in_flight']} "
-        f"| {r['failed_on_broken_connection']} | {r['failed_otherwise']} "
-        f"| {r['recovery_s']:.2f} | {r['note']} |"
+        f"| {r['fault']} | {r['requests']} | {r['failures']} | "
+        + " | ".join(str(r[f"failed_{kind}"]) for kind in KINDS)
+        + f" | {r['failed_in_flight']} | {r['failing_for_s']:.2f} | {r['recovery_s']:.2f} "
+        f"| {r.get('master', '')} | {r['note']} |"
         for r in rows
     ]
     return "\n".join(lines)
