@@ -14,6 +14,7 @@ from __future__ import annotations
 import base64
 import json
 import re
+from dataclasses import replace
 from datetime import UTC, datetime
 
 from kubernetes import client
@@ -126,6 +127,12 @@ class Cluster:
 
         kube_requests.before.append(write)
         return done
+
+    def seed_set(self, issued: datetime, days: int) -> None:
+        """A set as an earlier `certs install` left it: issued at `issued`, serving certificates
+        of `days` days, its caBundle in every configuration."""
+        spec = replace(self.spec, days=days)
+        install(self.plane.api(), spec, SECRET, [self.name, self.final], now=issued)
 
     def install(self, kube_requests, names=None, **kwargs):
         """`install` as the admin, through a client whose requests `kube_requests` records."""

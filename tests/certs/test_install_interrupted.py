@@ -1,0 +1,107 @@
+"""`python -m certs install` SIGKILLed after each of its writes, and two of them at once, on the
+real kube-apiserver of the session (tests/certs/interrupted.py): every state seen, between
+writes and after the kill, keeps the invariant "every caBundle verifies the Secret's serving
+certificate", and the next run completes what the killed one began.
+
+Run with `-s` to see the table of docs/RELIABILITY.md ("certs install interrupted").
+"""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+
+import pytest
+
+from tests.certs.interrupted import CaNames, State, Stepped, observe
+
+# What each scenario finds in the cluster, and the writes `certs install` makes there:
+# the three caBundles, then the Secret (tests/certs/test_install.py checks the order).
+SCENARIOS = {
+    # no Secret: the first run of the certificate Job
+    "first install": (None, 4),
+    # a set issued 210 days ago with a 300-day CA: the CA is due, the serving cert renewed too
+    "CA rotation": ((210, 300), 4),
+    # a set issued 25 days ago: the 30-day serving certificate is due, the CA is not
+    "serving rotation": ((25, 30), 1),
+}
+HEADER = (
+    "| scenario | stopped after | Secret | caBundle M | V | V-final | verifies |",
+    "|---|---|---|---|---|---|---|",
+)
+
+
+@pytest.fixture(scope="module")
+def table():
+    """The rows of this module's tests, printed at its end."""
+    rows: list[str] = []
+    yield rows
+    print("\n" + "\n".join((*HEADER, *rows)))
+
+
+def prepare(cluster, scenario: str) -> None:
+    seeded = SCENARIOS[scenario][0]
+    if seeded is not None:
+        days_ago, days = seeded
+        cluster.seed_set(datetime.now(UTC) - timedelta(days=days_ago), days)
+
+
+def row(table: list[str], scenario: str, step: str, state: State) -> State:
+    table.append(
+        f"| {scenario} | {step} | {state.secret} | {' | '.join(state.bundles)} | {state.verdict} |"
+    )
+    return state
+
+
+POINTS = [(s, k) for s, (_, writes) in SCENARIOS.items() for k in range(1, writes + 1)]
+
+
+@pytest.mark.parametrize("scenario, stop", POINTS, ids=[f"{s}-{k}" for s, k in POINTS])
+def test_killed_after_a_write_then_run_again(cluster, tmp_path, table, scenario, stop):
+    prepare(cluster, scenario)
+    names, seen = CaNames(), []
+    run = Stepped(cluster)
+    for step in range(1, stop + 1):
+        label = run.next_write()
+        assert label is not None, f"exited before write {step}: {run.printed}"
+        seen.append(observe(cluster, names, tmp_path))
+        if step < stop:
+            run.go()
+    run.kill()
+    row(table, scenario, f"write {stop} ({label}), SIGKILL", seen[-1])
+    assert Stepped(cluster).finish() == 0
+    after = row(table, scenario, "→ the next run, to its end", observe(cluster, names, tmp_path))
+    assert [s.verifies for s in seen if s.verifies is False] == []
+    assert after.verifies is True
+
+
+RACES = [(s, end) for s in ("first install", "CA rotation") for end in ("killed", "finishes")]
+
+
+@pytest.mark.parametrize("scenario, second_ends", RACES, ids=[f"{s}-{e}" for s, e in RACES])
+def test_two_installers_at_once(cluster, tmp_path, table, scenario, second_ends):
+    """A makes its three caBundle writes, then B, from the same Secret, makes its own; then
+    A writes the Secret, and B is SIGKILLed there or left to finish (its Secret write is a
+    409: it reads A's set and writes caBundles again). Then a next run."""
+    prepare(cluster, scenario)
+    names, seen = CaNames(), []
+    first, second = Stepped(cluster), Stepped(cluster)
+    for who, run, writes in (("A", first, 3), ("B", second, 3), ("A", first, 1)):
+        if who == "A" and writes == 1:
+            first.go()
+        for step in range(1, writes + 1):
+            label = run.next_write()
+            assert label is not None, f"{who} exited before write {step}: {run.printed}"
+            seen.append(row(table, scenario, f"{who}: {label}", observe(cluster, names, tmp_path)))
+            if step < writes:
+                run.go()
+    if second_ends == "killed":
+        second.kill()
+    else:
+        assert second.finish() == 0
+    assert first.finish() == 0
+    step = "B SIGKILLed; A finishes" if second_ends == "killed" else "A and B finish"
+    seen.append(row(table, scenario, step, observe(cluster, names, tmp_path)))
+    assert Stepped(cluster).finish() == 0
+    after = row(table, scenario, "→ the next run, to its end", observe(cluster, names, tmp_path))
+    assert [s.verifies for s in seen if s.verifies is False] == []
+    assert after.verifies is True
