@@ -231,13 +231,7 @@ def _patch_ca_bundle(
         # Every apiserver sets it; without it the patch below would not be conditional.
         raise CertError(f"{kind} {name} came back without metadata.resourceVersion")
     # The resourceVersion in the patch makes it conditional: indices cannot shift underneath it.
-    ops = [
-        {
-            "op": "replace",
-            "path": "/metadata/resourceVersion",
-            "value": version,
-        }
-    ]
+    ops = [{"op": "replace", "path": "/metadata/resourceVersion", "value": version}]
     ops += [
         {"op": "add", "path": f"/webhooks/{i}/clientConfig/caBundle", "value": want}
         for i, want in stale

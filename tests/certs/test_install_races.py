@@ -12,12 +12,17 @@ import re
 import subprocess
 import sys
 import threading
+import time
 from datetime import timedelta
 
 import pytest
 from cryptography import x509
+from cryptography.hazmat.primitives import serialization
 
 from certs import CertError
+from certs import install as install_module
+from certs.authority import issue_ca
+from certs.install import IN_FLIGHT
 from tests.certs.install_cluster import MUTATING, SECRET, T0, WRITER
 from tests.support.paths import REPO
 from tools.cluster.controlplane import environment
@@ -126,3 +131,32 @@ def test_two_installer_processes_at_once(cluster, control_plane):
     ]
     assert all(err == "" for _, err in outs)
     assert cluster.bundles() == {cluster.secret_set().ca_bundle_b64()}
+
+
+def test_a_run_too_slow_for_in_flight_leaves_the_secret_alone(cluster, kube_requests, monkeypatch):
+    """Others keep a run's new CA in the caBundles for IN_FLIGHT only: a run that reaches its
+    Secret write later than half of that stops before it: the Secret stays as it was."""
+    monkeypatch.setattr(install_module, "IN_FLIGHT", timedelta(seconds=1))
+    kube_requests.before.append(lambda sent: time.sleep(0.2) if sent.method == "PATCH" else None)
+    with pytest.raises(CertError, match="between issuing the new CA and writing the Secret"):
+        cluster.install(kube_requests, now=T0)
+    assert [m for m, _ in kube_requests.writes()] == ["PATCH", "PATCH", "PATCH"]  # no POST
+
+
+@pytest.mark.parametrize("later, kept", [(timedelta(minutes=5), True), (IN_FLIGHT, False)])
+def test_a_ca_not_in_the_secret_stays_while_in_flight(cluster, kube_requests, later, kept):
+    """A CA that an installer killed before its Secret write left in a caBundle: kept while
+    another installer might still write a Secret signed by it, dropped after."""
+    cluster.install(kube_requests, now=T0)
+    mine = cluster.secret_set()
+    other, _ = issue_ca(cluster.spec, T0)
+    body = (mine.bundle_pem() + other.public_bytes(serialization.Encoding.PEM)).decode()
+    with_other = base64.b64encode(body.encode()).decode()
+    hooks = cluster.config(MUTATING, cluster.name)["webhooks"]
+    for hook in hooks:
+        hook["clientConfig"]["caBundle"] = with_other
+    cluster.adm.patch_mutating_webhook_configuration(cluster.name, {"webhooks": hooks})
+    result = cluster.install(kube_requests, now=T0 + later)
+    assert result.secret == "unchanged"
+    expected = {with_other, mine.ca_bundle_b64()} if kept else {mine.ca_bundle_b64()}
+    assert cluster.bundles() == expected
