@@ -51,12 +51,9 @@ def replaced(server: Server, workers: set[int], timeout: float, interval: float 
 
 
 def gone(workers: set[int], timeout: float) -> set[int]:
-    """Wait (polling every 5 ms) until some of `workers` have exited; those."""
+    """Wait until some of `workers` have exited; those."""
     return wait_for(
-        lambda: {pid for pid in workers if not procfs.alive(pid)},
-        timeout,
-        0.005,
-        what="a worker to exit",
+        lambda: {pid for pid in workers if not procfs.alive(pid)}, timeout, what="a worker to exit"
     )
 
 

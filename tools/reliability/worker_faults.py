@@ -111,10 +111,12 @@ def oom_worker(work: Path) -> dict[str, Any]:
         # review answered without that means the server stayed under it: send another).
         sent = 0
         while not cgroup.oom_kills() and sent < 5:
+            # The fault strikes as the fatal review starts: the worker grows, the kernel
+            # reclaims, the worker stalls, then it is killed.
+            struck = time.monotonic()
             _post(server, heavy)
             sent += 1
         killed = watch.gone(workers, TIMEOUT_S)
-        struck = time.monotonic()  # within ~5 ms of the kill: when its exit showed in /proc
         new = watch.replaced(server, workers, TIMEOUT_S)
         recovery = watch.booted(server, loads, struck, TIMEOUT_S)
         load.wait_requests(AFTER)
