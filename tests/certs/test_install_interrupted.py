@@ -38,11 +38,15 @@ def table():
     print("\n" + "\n".join((*HEADER, *rows)))
 
 
-def prepare(cluster, scenario: str) -> None:
+def prepare(cluster, scenario: str, tmp_path) -> CaNames:
+    """The scenario's cluster; CA names starting with the CA found there (CA1)."""
     seeded = SCENARIOS[scenario][0]
     if seeded is not None:
         days_ago, days = seeded
         cluster.seed_set(datetime.now(UTC) - timedelta(days=days_ago), days)
+    names = CaNames()
+    observe(cluster, names, tmp_path)
+    return names
 
 
 def row(table: list[str], scenario: str, step: str, state: State) -> State:
@@ -57,8 +61,7 @@ POINTS = [(s, k) for s, (_, writes) in SCENARIOS.items() for k in range(1, write
 
 @pytest.mark.parametrize("scenario, stop", POINTS, ids=[f"{s}-{k}" for s, k in POINTS])
 def test_killed_after_a_write_then_run_again(cluster, tmp_path, table, scenario, stop):
-    prepare(cluster, scenario)
-    names, seen = CaNames(), []
+    names, seen = prepare(cluster, scenario, tmp_path), []
     run = Stepped(cluster)
     for step in range(1, stop + 1):
         label = run.next_write()
@@ -82,18 +85,24 @@ def test_two_installers_at_once(cluster, tmp_path, table, scenario, second_ends)
     """A makes its three caBundle writes, then B, from the same Secret, makes its own; then
     A writes the Secret, and B is SIGKILLed there or left to finish (its Secret write is a
     409: it reads A's set and writes caBundles again). Then a next run."""
-    prepare(cluster, scenario)
-    names, seen = CaNames(), []
-    first, second = Stepped(cluster), Stepped(cluster)
-    for who, run, writes in (("A", first, 3), ("B", second, 3), ("A", first, 1)):
-        if who == "A" and writes == 1:
-            first.go()
+    names, seen = prepare(cluster, scenario, tmp_path), []
+
+    def watch(who: str, run: Stepped, writes: int) -> None:
+        """Observe `run`'s next `writes` writes; it stays stopped after the last."""
         for step in range(1, writes + 1):
             label = run.next_write()
             assert label is not None, f"{who} exited before write {step}: {run.printed}"
             seen.append(row(table, scenario, f"{who}: {label}", observe(cluster, names, tmp_path)))
             if step < writes:
                 run.go()
+
+    # Started one after the other, so that B reads the Secret after A's caBundle writes.
+    first = Stepped(cluster)
+    watch("A", first, 3)
+    second = Stepped(cluster)
+    watch("B", second, 3)
+    first.go()
+    watch("A", first, 1)
     if second_ends == "killed":
         second.kill()
     else:
