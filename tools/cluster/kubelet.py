@@ -1,13 +1,15 @@
-"""Stands in for kubelet, for lwgpu's own pods only: runs a bound pod's container from the
-checkout as a local process on an address of the pod's own, and reports the pod's status.
+"""Stands in for kubelet, for lwgpu's own pods only: runs a bound pod's containers from the
+checkout as local processes on an address of the pod's own, and reports the pod's status.
 
 Nothing here runs containers. For a pod that kube-scheduler bound, `Kubelet.run` does what
 kubelet's pod workers do in the part lwgpu depends on: it materialises the pod's Secret,
-ConfigMap and emptyDir volumes as directories, starts the container's `command` + `args`
-(`python` is this interpreter; paths under a volume's `mountPath` point at its directory;
-`--host 0.0.0.0` listens on the pod's address) with the pod's ServiceAccount token in a
-kubeconfig, and once the container answers its readiness probe posts the status kubelet's
-status manager would (`pkg/kubelet/status/status_manager.go`): phase Running, `podIP`, and
+ConfigMap and emptyDir volumes as directories (shared by its containers, as in a pod),
+starts each container's `command` + `args` as a process of its own, logging to a file of
+its own (`python` is this interpreter; paths under a volume's `mountPath` point at its
+directory; `--host 0.0.0.0` listens on the pod's address), all with the pod's ServiceAccount
+token in a kubeconfig: the webhook's pod runs the server and the policy-sync sidecar. Once
+the first container answers its readiness probe it posts the status kubelet's status
+manager would (`pkg/kubelet/status/status_manager.go`): phase Running, `podIP`, and
 the `Ready` and `ContainersReady` conditions, which the EndpointSlice controller turns into a
 ready endpoint of the Service. Pod addresses are added to `lo` (Endpoints refuse loopback
 127.0.0.0/8) and removed at `close`.
@@ -43,17 +45,36 @@ READY_TIMEOUT_S = 60
 
 
 @dataclass
+class RunningContainer:
+    """One container of a pod, as a process, the file its output goes to, and when it was
+    started (`time.time()`, to set against the timestamps of its log)."""
+
+    name: str
+    image: str
+    process: subprocess.Popen[bytes]
+    log: Path
+    started: float
+
+
+@dataclass
 class RunningPod:
-    """A pod this kubelet runs: its name, address, process and volume directories."""
+    """A pod this kubelet runs: its name, address, containers and volume directories."""
 
     namespace: str
     name: str
     address: str
-    container: str
-    image: str
-    process: subprocess.Popen[bytes]
+    containers: list[RunningContainer]
     volumes: dict[str, Path]
-    log: Path
+
+    @property
+    def process(self) -> subprocess.Popen[bytes]:
+        """The first container's process (the one probed: the webhook's server)."""
+        return self.containers[0].process
+
+    @property
+    def log(self) -> Path:
+        """The first container's log."""
+        return self.containers[0].log
 
 
 def _ip(*args: str) -> subprocess.CompletedProcess[str]:
@@ -144,8 +165,8 @@ class Kubelet:
         for volume in pod["spec"]["volumes"]:
             self._volume(running.namespace, volume, running.volumes[volume["name"]])
 
-    def run(self, pod: dict[str, Any], container: int = 0) -> RunningPod:
-        """Start one container of a bound pod (a `kubectl get pod -o json` object)."""
+    def run(self, pod: dict[str, Any]) -> RunningPod:
+        """Start every container of a bound pod (a `kubectl get pod -o json` object)."""
         meta, spec = pod["metadata"], pod["spec"]
         namespace, name = meta["namespace"], meta["name"]
         root = self.dir / name
@@ -153,28 +174,24 @@ class Kubelet:
         for volume in spec.get("volumes", []):
             volumes[volume["name"]] = root / volume["name"]
             self._volume(namespace, volume, volumes[volume["name"]])
-        main = spec["containers"][container]
-        mounts = {m["mountPath"]: volumes[m["name"]] for m in main.get("volumeMounts", [])}
         earlier = self.pods.get(name)
         address = earlier.address if earlier else self._address()
-        argv = []
-        for word in [*main.get("command", []), *main.get("args", [])]:
-            argv.append({"python": sys.executable, "0.0.0.0": address}.get(word, word))
-            for mount_path in sorted(mounts, key=len, reverse=True):
-                if word == mount_path or word.startswith(mount_path + "/"):
-                    argv[-1] = str(mounts[mount_path]) + word[len(mount_path) :]
-                    break
         kubeconfig = self.token_kubeconfig(namespace, spec.get("serviceAccountName", "default"))
         env = {
             **{k: v for k, v in os.environ.items() if not k.startswith("KUBE")},
             "KUBECONFIG": str(kubeconfig),
             "PYTHONPATH": str(REPO),
         }
-        log = self.dir / f"{name}.log"
-        process = processes.start(argv, log, env=env)
-        running = RunningPod(
-            namespace, name, address, main["name"], main["image"], process, volumes, log
-        )
+        containers = []
+        for container in spec["containers"]:
+            log = self.dir / f"{name}.{container['name']}.log"
+            argv = _argv(container, volumes, address)
+            began = time.time()
+            process = processes.start(argv, log, env=env)
+            containers.append(
+                RunningContainer(container["name"], container["image"], process, log, began)
+            )
+        running = RunningPod(namespace, name, address, containers, volumes)
         self.pods[name] = running
         return running
 
@@ -217,25 +234,41 @@ class Kubelet:
             ],
             "containerStatuses": [
                 {
-                    "name": running.container,
-                    "image": running.image,
+                    "name": container.name,
+                    "image": container.image,
                     "imageID": "",
                     "ready": ready,
                     "restartCount": 0,
                     "started": True,
                     "state": {"running": {"startedAt": now}},
                 }
+                for container in running.containers
             ],
         }
         self.core.patch_namespaced_pod_status(running.name, running.namespace, {"status": status})
 
     def stop(self, name: str) -> None:
-        """Stop one pod's process (its status is left as it was, as when a node dies)."""
-        processes.stop(self.pods[name].process)
+        """Stop one pod's processes (its status is left as it was, as when a node dies)."""
+        for container in self.pods[name].containers:
+            processes.stop(container.process)
 
     def close(self) -> None:
         """Stop every pod and remove the addresses this kubelet added."""
-        for running in self.pods.values():
-            processes.stop(running.process)
+        for name in self.pods:
+            self.stop(name)
         for address in self.addresses:
             _ip("addr", "del", f"{address}/32", "dev", "lo")
+
+
+def _argv(container: dict[str, Any], volumes: dict[str, Path], address: str) -> list[str]:
+    """The container's command line for this machine: this Python for `python`, the pod's
+    address for 0.0.0.0, and a volume's directory for a path under its mount."""
+    mounts = {m["mountPath"]: volumes[m["name"]] for m in container.get("volumeMounts", [])}
+    argv = []
+    for word in [*container.get("command", []), *container.get("args", [])]:
+        argv.append({"python": sys.executable, "0.0.0.0": address}.get(word, word))
+        for mount_path in sorted(mounts, key=len, reverse=True):
+            if word == mount_path or word.startswith(mount_path + "/"):
+                argv[-1] = str(mounts[mount_path]) + word[len(mount_path) :]
+                break
+    return argv
