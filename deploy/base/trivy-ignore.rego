@@ -26,5 +26,5 @@ ignore if {
 # set image.repository (chart) or kustomize images to your own mirror.
 ignore if {
 	input.ID == "KSV-0125"
-	regex.match(`^Container (webhook|labeller|certs) in \w+ lwgpu-(webhook|labeller|certs|certs-rotate) `, input.Message)
+	regex.match(`^Container (webhook|policy-sync|labeller|certs) in \w+ lwgpu-(webhook|labeller|certs|certs-rotate) `, input.Message)
 }

@@ -22,7 +22,8 @@ from tests.support.paths import SHIPPED_POLICY
 from webhook.core.decision import decide
 from webhook.files import load_policies
 
-BOTH = ["mutate", "validate"]
+# The shipped install calls only /mutate (the validating webhook is an option).
+SENT = ["mutate"]
 GPU = {"nvidia.com/gpu": "1"}
 MEMORY_ANNOTATION = {"lwgpu.io/gpu-memory": "1536Mi"}
 GPU_MEM_POD = pod(container(limits={"aliyun.com/gpu-mem": 2}))
@@ -67,16 +68,16 @@ DELETE_POD = (("delete", "pod", "gpu", "--grace-period=0", "--force"), None)
 # was labelled as kube-system), what is stored first, the observed request, its kind and
 # operation, and the endpoints it reaches.
 ROUTING = {
-    "gpu pod": ("own", [], dry_create(GPU_MEM_POD), "Pod", "CREATE", BOTH),
-    "annotated pod": ("own", [], dry_create(ANNOTATED_POD), "Pod", "CREATE", BOTH),
-    "deployment create": ("own", [], dry_create(GPU_DEPLOYMENT), "Deployment", "CREATE", BOTH),
+    "gpu pod": ("own", [], dry_create(GPU_MEM_POD), "Pod", "CREATE", SENT),
+    "annotated pod": ("own", [], dry_create(ANNOTATED_POD), "Pod", "CREATE", SENT),
+    "deployment create": ("own", [], dry_create(GPU_DEPLOYMENT), "Deployment", "CREATE", SENT),
     "deployment update": (
         "own",
         [create(GPU_DEPLOYMENT)],
         SLOW_DOWN,
         "Deployment",
         "UPDATE",
-        BOTH,
+        SENT,
     ),
     # Pod specs are immutable, so the rules send pods on CREATE only.
     "pod update": (
@@ -112,7 +113,7 @@ ROUTING = {
         replace(GPU_DEPLOYMENT),
         "Deployment",
         "UPDATE",
-        BOTH,
+        SENT,
     ),
     "kube-system pod": ("kube-system", [], dry_create(GPU_MEM_POD), "Pod", "CREATE", []),
     "kube-system deployment": (
@@ -140,7 +141,7 @@ ROUTING = {
         "CREATE",
         [],
     ),
-    "forged name label": ("forged", [], dry_create(GPU_MEM_POD), "Pod", "CREATE", BOTH),
+    "forged name label": ("forged", [], dry_create(GPU_MEM_POD), "Pod", "CREATE", SENT),
 }
 
 

@@ -52,7 +52,7 @@ def test_dry_run_shows_the_rewrite_stores_nothing_and_matches_the_real_apply(
     absent = namespace.kubectl("get", resource, "gpu", check=False)
     assert absent.returncode == 1 and "NotFound" in absent.stderr
     dry_seen = dry_calls.since(namespace.name, kind)
-    assert sorted(c["endpoint"] for c in dry_seen) == ["mutate", "validate"]
+    assert sorted(c["endpoint"] for c in dry_seen) == ["mutate"]
     assert all(c["dry_run"] for c in dry_seen)
     warnings = [f"Warning: {w}" for w in decision.warnings]
     assert dry.stderr.splitlines() == warnings
@@ -64,7 +64,7 @@ def test_dry_run_shows_the_rewrite_stores_nothing_and_matches_the_real_apply(
     real = namespace.kubectl("apply", "-f", "-", input=json.dumps(obj))
 
     real_seen = real_calls.since(namespace.name, kind)
-    assert sorted(c["endpoint"] for c in real_seen) == ["mutate", "validate"]
+    assert sorted(c["endpoint"] for c in real_seen) == ["mutate"]
     assert not any(c["dry_run"] for c in real_seen)
     decided = [{c["endpoint"]: c["decision"] for c in seen} for seen in (real_seen, dry_seen)]
     assert decided[0] == decided[1]

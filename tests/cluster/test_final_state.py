@@ -1,12 +1,11 @@
 """The final-state check on the real kube-apiserver: the ValidatingAdmissionPolicy that
 `lwgpu policy compile` prints for the shipped policy, with the mutating webhook failing open.
 
-For this module the installed `lwgpu-mutate` is patched to `failurePolicy: Ignore` (what the
-install will ship once the check is installed with it) and the compiled policy and binding are
-created; both are undone at its end, so no other test meets them. With the webhook stopped, an
-object that asks GPU memory reaches validation unrewritten and the apiserver refuses it with the
-check's message; objects that need nothing from lwgpu are created. With the webhook running,
-the check sees the rewritten object and lets it through.
+The install ships both (deploy/base), and its policy-sync sidecar keeps the check compiled
+from the policy served. With the webhook stopped, an object that asks GPU memory reaches
+validation unrewritten and the apiserver refuses it with the check's message; objects that
+need nothing from lwgpu are created. With the webhook running, the check sees the rewritten
+object and lets it through.
 
 kubectl prints a policy's denial as `The pods "gpu" is invalid: : ValidatingAdmissionPolicy
 'NAME' with binding 'NAME' denied request: MESSAGE` (staging/src/k8s.io/apiserver/pkg/admission/
@@ -30,7 +29,6 @@ from webhook.compile.final_state import NAME
 from webhook.core.decision import decide
 from webhook.files import load_policies
 
-MUTATE = ("mutatingwebhookconfiguration", "lwgpu-mutate")
 DENIED = f"ValidatingAdmissionPolicy '{NAME}' with binding '{NAME}' denied request: "
 UNREWRITTEN = (
     ", which policy 'default' rewrites to nvidia.com/gpu: 1 on a lightweight GPU class, but"
@@ -93,11 +91,6 @@ BIG_POD = pod(
 )
 
 
-def _patch_failure_policy(plane: ControlPlane, value: str) -> None:
-    patch = [{"op": "replace", "path": "/webhooks/0/failurePolicy", "value": value}]
-    plane.kubectl("patch", *MUTATE, "--type=json", "-p", json.dumps(patch))
-
-
 def _create(namespace: Namespace, obj: dict, *how: str):
     return namespace.kubectl(*how, "-f", "-", input=json.dumps(obj), check=False)
 
@@ -109,19 +102,15 @@ def _refusal(done) -> str | None:
     return done.stderr.strip().partition(DENIED)[2] or done.stderr
 
 
+def _stored(plane: ControlPlane) -> dict:
+    return json.loads(plane.kubectl("get", "validatingadmissionpolicy", NAME, "-o", "json").stdout)
+
+
 @pytest.fixture(scope="module")
-def final_state(lwgpu) -> Iterator[None]:
-    """The compiled check created, `lwgpu-mutate` failing open; both undone at the end."""
-    objects = {"apiVersion": "v1", "kind": "List", "items": final_state_check(POLICIES)}
-    plane = lwgpu.plane
-    [hook] = json.loads(plane.kubectl("get", *MUTATE, "-o", "json").stdout)["webhooks"]
-    plane.kubectl("create", "-f", "-", input=json.dumps(objects))
-    try:
-        _patch_failure_policy(plane, "Ignore")
-        yield
-    finally:
-        _patch_failure_policy(plane, hook["failurePolicy"])
-        plane.kubectl("delete", "--ignore-not-found", "-f", "-", input=json.dumps(objects))
+def final_state(lwgpu) -> None:
+    """The installed check as the sidecar keeps it: compiled from the shipped policy."""
+    wanted = final_state_check(POLICIES)[0]["spec"]["validations"]
+    wait_for(lambda: _stored(lwgpu.plane)["spec"]["validations"] == wanted, timeout=30)
 
 
 @pytest.fixture(scope="class")
@@ -161,11 +150,11 @@ def test_the_apiserver_type_checks_every_expression_clean(lwgpu, final_state):
     plane = lwgpu.plane
 
     def checked():
-        stored = json.loads(
-            plane.kubectl("get", "validatingadmissionpolicy", NAME, "-o", "json").stdout
-        )
+        stored = _stored(plane)
         status = stored.get("status", {})
-        return status if status.get("observedGeneration") == 1 else None
+        return (
+            status if status.get("observedGeneration") == stored["metadata"]["generation"] else None
+        )
 
     assert wait_for(checked, timeout=30)["typeChecking"] == {}  # no expressionWarnings
 

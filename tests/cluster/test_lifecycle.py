@@ -67,9 +67,11 @@ MEM, GPU, PROFILE = "aliyun.accelerator/nvidia_mem", "nvidia.com/gpu", "lwgpu.io
 ASKS = ("aliyun.com/gpu-mem", "nvidia.com/gpumem")  # what a rewritten pod no longer asks
 CLASSES = {1: "1024MiB", 2: "2048MiB", 4: "4096MiB", 8: "8192MiB"}
 GIB = {selector: gib for gib, selector in CLASSES.items()}
+# What an uninstall takes away from the apiserver: the webhook and the final-state check.
 CONFIGS = (
     "mutatingwebhookconfiguration/lwgpu-mutate",
-    "validatingwebhookconfiguration/lwgpu-validate",
+    "validatingadmissionpolicy/lwgpu-final-state",
+    "validatingadmissionpolicybinding/lwgpu-final-state",
 )
 WAIT_S = 60
 # Warning events that are no controller's error: a Pending pod (the scheduler), and a Job the
@@ -105,17 +107,27 @@ def class_of(plane: ControlPlane, namespace: str, obj: dict) -> str | None:
     return (stored["spec"].get("nodeSelector") or {}).get(MEM)
 
 
+def unchecked(plane: ControlPlane, namespace: str, obj: dict) -> bool:
+    """A server-side dry run of `obj` meets neither the webhook nor the final-state check: it
+    is created as sent (the apiserver drops each from its informer a moment apart)."""
+    args = ("-n", namespace, "create", "--dry-run=server", "-o", "json", "-f", "-")
+    done = plane.kubectl(*args, input=json.dumps(obj), check=False)
+    if done.returncode:
+        return False
+    return MEM not in (json.loads(done.stdout)["spec"].get("nodeSelector") or {})
+
+
 # The install, after the workloads ---------------------------------------------------------
 
 
 @contextlib.contextmanager
 def uninstalled(plane: ControlPlane, namespace: str) -> Iterator[None]:
-    """lwgpu's webhook configurations deleted for the block, then created again as they were:
-    caBundle included, and their field owners (kubectl's server-side apply, the certificate
-    Job's patch), which a create replaces with its own and a patch of managedFields restores,
-    so a later `kubectl apply --server-side` of deploy/ meets the same object. The apiserver
-    sees configurations through an informer: each change is awaited by a dry run that lwgpu
-    rewrites or not."""
+    """lwgpu's webhook configuration and final-state check deleted for the block, then created
+    again as they were: caBundle included, and their field owners (kubectl's server-side
+    apply, the certificate Job's patch, the policy-sync sidecar's apply), which a create
+    replaces with its own and a patch of managedFields restores, so a later `kubectl apply
+    --server-side` of deploy/ meets the same object. The apiserver sees configurations through
+    an informer: each change is awaited by a dry run that lwgpu rewrites or not."""
     probe = pod(gpu_mem(2))
     saved = {
         c: json.loads(plane.kubectl("get", c, "-o", "json", "--show-managed-fields").stdout)
@@ -124,9 +136,9 @@ def uninstalled(plane: ControlPlane, namespace: str) -> Iterator[None]:
     plane.kubectl("delete", *CONFIGS)
     try:
         wait_for(
-            lambda: class_of(plane, namespace, probe) is None,
+            lambda: unchecked(plane, namespace, probe),
             WAIT_S,
-            what="the apiserver to stop calling lwgpu",
+            what="the apiserver to stop calling lwgpu and checking for it",
         )
         yield
     finally:

@@ -37,6 +37,7 @@ VALUE_SETS = {  # name -> helm template arguments
     "monitoring": ["--set", "monitoring.enabled=true", "--set", "monitoring.labels.release=kps"],
     "minimal": ["--set", "labeller.enabled=false", "--set", "networkPolicy.enabled=false"],
     "pinned": ["--set", f"image.digest={DIGEST}", "--set", "image.tag=0.1.0"],
+    "validating-webhook": ["--set", "validatingWebhook.enabled=true"],
 }
 
 
@@ -72,6 +73,7 @@ def test_chart_lints_strictly(helm_bin: Path, values: str) -> None:
         ("default", ""),
         ("cert-manager", "overlays/cert-manager"),
         ("monitoring", "overlays/monitoring"),
+        ("validating-webhook", "overlays/validating-webhook"),
     ],
 )
 def test_chart_renders_what_kustomize_renders(renders, values: str, target: str) -> None:

@@ -16,6 +16,7 @@ from tests.support.deploy import (
     CERT_MANAGER,
     K8S_VERSIONS,
     NS,
+    VALIDATING,
     WEBHOOKS,
     WORKLOADS,
     find,
@@ -34,6 +35,8 @@ CLUSTER_SCOPED = {
     "ClusterRoleBinding",
     "MutatingWebhookConfiguration",
     "ValidatingWebhookConfiguration",
+    "ValidatingAdmissionPolicy",
+    "ValidatingAdmissionPolicyBinding",
 }
 INSTALL_ARGS = [
     "install",
@@ -45,9 +48,9 @@ INSTALL_ARGS = [
     "lwgpu-webhook-tls",
     "--webhook-config",
     "lwgpu-mutate",
-    "--webhook-config",
-    "lwgpu-validate",
 ]
+# With the validating webhook, the installer patches its caBundle too.
+VALIDATING_INSTALL_ARGS = [*INSTALL_ARGS, "--webhook-config", "lwgpu-validate"]
 CERT_JOB_OBJECTS = {
     (k, "lwgpu-certs")
     for k in ("ServiceAccount", "Role", "RoleBinding", "ClusterRole", "ClusterRoleBinding", "Job")
@@ -58,7 +61,8 @@ BASE_OBJECTS = (
         ("Namespace", NS),
         ("ConfigMap", "lwgpu-policies"),
         ("MutatingWebhookConfiguration", "lwgpu-mutate"),
-        ("ValidatingWebhookConfiguration", "lwgpu-validate"),
+        ("ValidatingAdmissionPolicy", "lwgpu-final-state"),
+        ("ValidatingAdmissionPolicyBinding", "lwgpu-final-state"),
         ("NetworkPolicy", "lwgpu-default-deny"),
         ("NetworkPolicy", "lwgpu-webhook"),
     }
@@ -145,7 +149,7 @@ WEBHOOK_RULES = [
 
 @requires_kubectl
 @pytest.mark.parametrize("version", K8S_VERSIONS)
-@pytest.mark.parametrize("target", [BASE, CERT_MANAGER])
+@pytest.mark.parametrize("target", [BASE, CERT_MANAGER, VALIDATING])
 def test_every_object_validates_against_the_kubernetes_schema(target, version):
     # No schema for custom resources; see the overlay tests.
     errors, custom = schema_errors(render(target), version)
@@ -159,6 +163,7 @@ def test_every_object_validates_against_the_kubernetes_schema(target, version):
     [
         (BASE, BASE_OBJECTS),
         (CERT_MANAGER, BASE_OBJECTS - CERT_JOB_OBJECTS | CERT_MANAGER_OBJECTS),
+        (VALIDATING, BASE_OBJECTS | {("ValidatingWebhookConfiguration", "lwgpu-validate")}),
     ],
 )
 def test_each_target_renders_exactly_the_expected_objects(target, expected):
@@ -237,15 +242,22 @@ def test_cert_manager_chain_issues_the_mounted_secret_and_injects_its_ca():
     assert spec("Issuer", serving["issuerRef"]["name"])["ca"]["secretName"] == ca["secretName"]
     assert ca["isCA"] is True
     assert spec("Issuer", ca["issuerRef"]["name"]) == {"selfSigned": {}}
-    for kind, name, _, _ in WEBHOOKS:
-        annotations = find(kind, name, CERT_MANAGER)["metadata"]["annotations"]
-        assert annotations == {"cert-manager.io/inject-ca-from": f"{NS}/lwgpu-webhook"}
+    annotations = find("MutatingWebhookConfiguration", "lwgpu-mutate", CERT_MANAGER)["metadata"]
+    assert annotations["annotations"] == {"cert-manager.io/inject-ca-from": f"{NS}/lwgpu-webhook"}
 
 
 @requires_kubectl
-@pytest.mark.parametrize("kind, name, path, failure_policy", WEBHOOKS)
-def test_webhook_configuration(kind, name, path, failure_policy):
-    [webhook] = find(kind, name)["webhooks"]
+def test_the_validating_webhook_option_has_its_cabundle_patched_too():
+    job = find("Job", "lwgpu-certs", VALIDATING)
+    assert pod_template(job)["spec"]["containers"][0]["args"] == VALIDATING_INSTALL_ARGS
+    cronjob = find("CronJob", "lwgpu-certs-rotate", VALIDATING)
+    assert pod_template(cronjob) == pod_template(job)
+
+
+@requires_kubectl
+@pytest.mark.parametrize("kind, name, path, failure_policy, target", WEBHOOKS)
+def test_webhook_configuration(kind, name, path, failure_policy, target):
+    [webhook] = find(kind, name, target)["webhooks"]
     assert webhook["clientConfig"] == {
         "service": {"name": "lwgpu-webhook", "namespace": NS, "path": path, "port": 443}
     }
@@ -270,5 +282,5 @@ def test_webhook_configuration(kind, name, path, failure_policy):
 @requires_kubectl
 @pytest.mark.parametrize("key", ["matchConditions", "namespaceSelector", "rules"])
 def test_both_webhooks_send_the_same_objects(key):
-    [mutate], [validate] = (find(kind, name)["webhooks"] for kind, name, _, _ in WEBHOOKS)
+    [mutate], [validate] = (find(kind, name, VALIDATING)["webhooks"] for kind, name, *_ in WEBHOOKS)
     assert mutate[key] == validate[key]

@@ -7,7 +7,16 @@ from __future__ import annotations
 
 import pytest
 
-from tests.support.deploy import SERVE_ARGS, WORKLOADS, find, only_container, pod_template
+from tests.support.deploy import (
+    SERVE_ARGS,
+    SYNC_ARGS,
+    WORKLOADS,
+    containers,
+    find,
+    named_container,
+    only_container,
+    pod_template,
+)
 from tests.support.kubectl import requires_kubectl
 from webhook import __version__
 
@@ -50,7 +59,8 @@ def test_every_pod_meets_pod_security_restricted(kind, name, what, read, expecte
 )
 @pytest.mark.parametrize("kind, name", WORKLOADS)
 def test_every_container_is_locked_down_and_sized(kind, name, what, read, expected):
-    assert read(only_container(kind, name)) == expected
+    for container in containers(kind, name):
+        assert read(container) == expected, container["name"]
 
 
 DEPLOYMENT_CHECKS = [  # (what, value read from the Deployment and its container, expected)
@@ -116,7 +126,25 @@ DEPLOYMENT_CHECKS = [  # (what, value read from the Deployment and its container
 )
 def test_webhook_deployment(what, read, expected):
     deployment = find("Deployment", "lwgpu-webhook")
-    assert read(deployment, only_container("Deployment", "lwgpu-webhook")) == expected
+    assert read(deployment, named_container("Deployment", "lwgpu-webhook", "webhook")) == expected
+
+
+SIDECAR_CHECKS = [  # (what, value read from the policy-sync container, expected)
+    ("command", lambda c: (c["command"], c["args"]), (["python", "-m", "webhook"], SYNC_ARGS)),
+    # the policies the server serves, and nothing else: no certificate, no port
+    ("mounts", lambda c: c["volumeMounts"], [
+        {"name": "policies", "mountPath": "/etc/lwgpu/policies", "readOnly": True}
+    ]),
+    ("no port", lambda c: c.get("ports"), None),
+    # a readiness probe would take the webhook out of its Service while the API is away
+    ("no probes", lambda c: [k for k in c if k.endswith("Probe")], []),
+]  # fmt: skip
+
+
+@requires_kubectl
+@pytest.mark.parametrize("what, read, expected", SIDECAR_CHECKS, ids=[c[0] for c in SIDECAR_CHECKS])
+def test_policy_sync_sidecar(what, read, expected):
+    assert read(named_container("Deployment", "lwgpu-webhook", "policy-sync")) == expected
 
 
 @requires_kubectl
@@ -130,7 +158,7 @@ def test_disruption_budget_and_service_select_the_webhook_pods():
     [port] = service["spec"]["ports"]
     [container_port] = [
         p
-        for p in only_container("Deployment", "lwgpu-webhook")["ports"]
+        for p in named_container("Deployment", "lwgpu-webhook", "webhook")["ports"]
         if p["name"] == port["targetPort"]
     ]
     assert (port["port"], container_port["containerPort"]) == (443, 8443)

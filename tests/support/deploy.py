@@ -1,11 +1,13 @@
 """The install in `deploy/` as `kubectl kustomize` renders it, and what tests expect of it.
 
-`render` gives the objects of a target (the base, "", or the cert-manager overlay), once per
-target; `find`, `pod_template` and `only_container` pick one object, its pod template or its
-single container. `SERVE_ARGS` (the webhook container's command line), `WORKLOADS` (what the
-install runs) and `WEBHOOKS` (its two webhook configurations) are what the manifest, workload,
-image and matchConditions tests all check. `schema_errors` validates rendered objects (the
-kustomize tree's and the Helm chart's) against the Kubernetes schemas of `K8S_VERSIONS`.
+`render` gives the objects of a target (the base, "", or an overlay), once per target;
+`find`, `pod_template`, `containers`, `named_container` and `only_container` pick one object,
+its pod template, its containers, one of them by name or its single container. `SERVE_ARGS`
+and `SYNC_ARGS` (the webhook pod's two command lines), `WORKLOADS` (what the install runs),
+`WEBHOOKS` (its webhook configuration, and the validating one of the option) are what the
+manifest, workload, image and matchConditions tests all check. `schema_errors` validates
+rendered objects (the kustomize tree's and the Helm chart's) against the Kubernetes schemas of
+`K8S_VERSIONS`.
 """
 
 from __future__ import annotations
@@ -23,6 +25,7 @@ from tests.support.paths import DEPLOY
 from webhook.api.types import KubeObject
 
 BASE, CERT_MANAGER = "", "overlays/cert-manager"
+VALIDATING = "overlays/validating-webhook"  # the base with components/validating-webhook
 NS = "lwgpu-system"
 SERVE_ARGS = [
     "serve",
@@ -39,15 +42,16 @@ SERVE_ARGS = [
     "--threads",
     "8",
 ]
+SYNC_ARGS = ["policy", "sync", "--policies", "/etc/lwgpu/policies"]
 WORKLOADS = [  # (kind, name) of every workload the install runs
     ("Deployment", "lwgpu-webhook"),
     ("DaemonSet", "lwgpu-labeller"),
     ("Job", "lwgpu-certs"),
     ("CronJob", "lwgpu-certs-rotate"),
 ]
-WEBHOOKS = [  # (kind, name, path, failurePolicy)
-    ("MutatingWebhookConfiguration", "lwgpu-mutate", "/mutate", "Fail"),
-    ("ValidatingWebhookConfiguration", "lwgpu-validate", "/validate", "Ignore"),
+WEBHOOKS = [  # (kind, name, path, failurePolicy, the target that installs it)
+    ("MutatingWebhookConfiguration", "lwgpu-mutate", "/mutate", "Ignore", BASE),
+    ("ValidatingWebhookConfiguration", "lwgpu-validate", "/validate", "Ignore", VALIDATING),
 ]
 
 
@@ -105,8 +109,19 @@ def pod_template(obj: KubeObject) -> KubeObject:
     return template
 
 
+def containers(kind: str, name: str) -> list[KubeObject]:
+    """The containers of a workload's pod."""
+    found: list[KubeObject] = pod_template(find(kind, name))["spec"]["containers"]
+    return found
+
+
+def named_container(kind: str, name: str, container: str) -> KubeObject:
+    """The container of that name in a workload's pod."""
+    [found] = [c for c in containers(kind, name) if c["name"] == container]
+    return found
+
+
 def only_container(kind: str, name: str) -> KubeObject:
     """The single container of a workload's pod."""
-    containers: list[KubeObject] = pod_template(find(kind, name))["spec"]["containers"]
-    [container] = containers
+    [container] = containers(kind, name)
     return container

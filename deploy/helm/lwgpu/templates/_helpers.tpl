@@ -22,7 +22,8 @@ imagePullPolicy: {{ .Values.image.pullPolicy }}
 
 {{/*
 checkov's skips of a workload (dict "root" $ "token" "<why this pod needs its token>" "what"
-"<what a registry outage would hold>"). The digest skips go away once image.digest is set.
+"<what a registry outage would hold>", and "more": a dict of further skip annotations). The
+digest skips go away once image.digest is set.
 */}}
 {{- define "lwgpu.checkovSkips" -}}
 # Findings of checkov that are choices, with the reason (tests/deploy/test_scanners.py).
@@ -32,6 +33,9 @@ annotations:
   checkov.io/skip2: CKV_K8S_15=IfNotPresent on a pinned tag; Always would make every {{ .what }} depend on the registry
   {{- end }}
   checkov.io/skip3: CKV_K8S_38={{ .token }}
+  {{- range $key, $reason := .more }}
+  {{ $key }}: {{ $reason }}
+  {{- end }}
 {{- end }}
 
 {{/* Pod Security `restricted` for a pod, as every pod of the install runs. */}}
