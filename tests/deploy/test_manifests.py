@@ -28,7 +28,6 @@ from tests.support.deploy import (
 from tests.support.kubectl import requires_kubectl
 from tests.support.paths import SHIPPED_POLICY
 
-# matchConditions became GA in 1.30: the oldest version the install supports, and the newest.
 CLUSTER_SCOPED = {
     "Namespace",
     "ClusterRole",

@@ -55,9 +55,10 @@ WEBHOOKS = [  # (kind, name, path, failurePolicy, the target that installs it)
 ]
 
 
-# The oldest Kubernetes the install supports (matchConditions are GA in 1.30) and the newest
-# kubernetes-validate knows.
-K8S_VERSIONS = ("1.30.0", kubernetes_validate.latest_version())
+# The oldest Kubernetes the install supports (the final-state check's CEL uses two-variable
+# comprehensions, 1.32; matchConditions and ValidatingAdmissionPolicy are GA in 1.30) and the
+# newest kubernetes-validate knows.
+K8S_VERSIONS = ("1.32.0", kubernetes_validate.latest_version())
 # API groups of the custom resources the installs may carry: no Kubernetes schema checks them.
 CUSTOM_GROUPS = {"cert-manager.io", "monitoring.coreos.com"}
 
