@@ -11,8 +11,8 @@ ever moves to a policy that loaded and compiled:
 - a load that fails, or a policy the check cannot express (one that discovers, until the
   first list of Nodes), keeps the last applied objects (logged once: each load, and each
   snapshot of the Nodes, is its own cause);
-- an API failure (unreachable, 403, 422) is retried with backoff, doubling up to a bound, and
-  logged once per cause; the retries in between are debug lines;
+- an API failure (unreachable, 404 for a deleted object, 422) is retried with backoff,
+  doubling up to a bound, and logged once per cause; the retries in between are debug lines;
 - every `resync_s` the wanted objects are applied again: a no-op when nobody changed them, and
   a repair (logged) when another writer did, as `helm upgrade` or `kubectl apply` of the
   install put back the objects compiled from the shipped policy.
