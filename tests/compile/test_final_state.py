@@ -17,9 +17,9 @@ import yaml
 from tests.support.paths import DEPLOY, EXAMPLE_POLICIES
 from tests.support.policies import default_policies, policy_from_yaml
 from webhook.compile import Unexpressible, final_state_check
-from webhook.compile.cel import dig, string
+from webhook.compile.cel import dig, maps, string
 from webhook.compile.scope import governing
-from webhook.compile.values import largest_units
+from webhook.compile.values import units_held
 from webhook.files import load_policies
 from webhook.policy import PolicySet, Profile, frozen_map
 
@@ -183,14 +183,15 @@ def test_each_policy_value_is_chosen_by_the_governing_policy():
         ("{example.com/vram: 3Gi}", {"example.com/vram": "2"}),
     ],
 )
-def test_the_largest_ask_that_fits_is_counted_in_each_resources_units(resources, expected):
+def test_the_largest_ask_a_class_holds_is_counted_in_each_resources_units(resources, expected):
     spec = (
         "metadata: {name: p}\nspec:\n  whenNoProfileFits: ignore\n"
         f"  memoryRequests: {{resources: {resources}}}\n  profiles: [{{name: a, memory: 8Gi}}]"
     )
     policy = policy_from_yaml(POLICY_HEAD + spec)
-    assert largest_units(policy) == expected
+    assert units_held(policy, 8192) == expected
     compiled_policy = compiled(PolicySet((policy,)))[0]
+    assert variable(compiled_policy, "classUnits") == maps([expected])
     assert "variables.ignoreUnfitting" in variable(compiled_policy, "unfitting")
 
 

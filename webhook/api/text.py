@@ -1,6 +1,9 @@
 """Bounded renderings of user input for messages, warnings and log lines."""
 
 WARNING_LIMIT = 120  # characters of one admission warning; kubectl prints each on one line
+# Characters of the `lwgpu.io/rewritten-from` audit trail, written by the webhook's rewrite and
+# by the compiled MutatingAdmissionPolicy alike.
+AUDIT_LIMIT = 1024
 
 
 def shorten(value: object, limit: int = 40) -> str:

@@ -11,12 +11,13 @@ webhook reads the pod (`webhook.core.asks`, `webhook.core.placement`):
 - **memory annotation**: a pod that asks by the policy's annotation carries the
   `lwgpu.io/profile` of the class the webhook chose (a rewrite always writes it, and the
   annotation stays), and that class holds the ask;
-- **GPU count**: a pod that selects a lightweight class (by nodeSelector, by a required
-  node affinity `In` on a class label in every term, or by asking memory) needs at most
-  `maxGPUsPerPod` GPUs by Kubernetes' effective-request rule (`asks.effective_gpus`).
+- **GPU count**: a pod that asks memory, or pins lightweight classes as the webhook reads
+  pins (`webhook.compile.placement`), needs at most `maxGPUsPerPod` GPUs by Kubernetes'
+  effective-request rule (`asks.effective_gpus`).
 
 With `whenNoProfileFits: ignore`, a pod whose largest ask fits no class passes the first
-two, as the webhook leaves it unchanged. Pods another GPU-sharing system owns
+two where the webhook leaves it unchanged: it reads the asks without refusing, and the pod
+pins no class outside the policy (`placement`'s `unfitting`). Pods another GPU-sharing system owns
 (`leaveAlone`) and pods that ask no GPU are outside the scope, as for the webhook.
 
 Not checked: the keep-off affinity that `wholeGPUPods: avoidLightweight` adds to whole-GPU
@@ -29,13 +30,17 @@ from __future__ import annotations
 
 from typing import TypedDict
 
-from webhook.api.names import GPU_RESOURCE, PROFILE_ANNOTATION
+from webhook.api.names import CONTAINER_ANNOTATION, GPU_RESOURCE, PROFILE_ANNOTATION
 
-from .cel import dig, string
-from .scope import Named
+from .cel import Named, dig, string
 
 GPU = string(GPU_RESOURCE)
 PROFILE = string(PROFILE_ANNOTATION)
+CONTAINER = string(CONTAINER_ANNOTATION)
+ASK = "variables.annotationAsk"
+# A size the webhook reads (`quantity.parse`: at most 64 characters, below 2^63).
+LARGEST_SIZE = string("8Ei")
+SMALLEST_SIZE = string("1Mi")
 TERMS = (
     "affinity",
     "nodeAffinity",
@@ -58,7 +63,7 @@ class Validation(TypedDict):
     messageExpression: str
 
 
-def _count(value: str) -> str:
+def count(value: str) -> str:
     """A device count as the webhook reads it (`quantity.count`); 0 when it is none."""
     text = f"string({value})"
     return (
@@ -66,12 +71,12 @@ def _count(value: str) -> str:
     )
 
 
-def _short(text: str, limit: int = 40) -> str:
+def short(text: str, limit: int = 40) -> str:
     """User text cut for a message (`webhook.api.text.shorten`)."""
     return f"({text}.size() > {limit} ? {text}.substring(0, {limit - 1}) + '…' : {text})"
 
 
-def _amount(text: str) -> str:
+def amount(text: str) -> str:
     """A resource value in its units, as `quantity.amount` shows it: the apiserver stores
     `nvidia.com/gpumem: 3000` as `3k`; a binary size (`2Gi`) stays as written."""
     return (
@@ -84,7 +89,7 @@ def _sidecar(container: str) -> str:
     return f"(has({container}.restartPolicy) && {container}.restartPolicy == 'Always')"
 
 
-def _value(index: str, resource: str) -> str:
+def value_of(index: str, resource: str) -> str:
     """Container `index`'s value of `resource`: limits, else requests (`asks._value`)."""
     return (
         f"({resource} in variables.limits[{index}] ? variables.limits[{index}][{resource}]"
@@ -92,20 +97,8 @@ def _value(index: str, resource: str) -> str:
     )
 
 
-def check_variables(ignores_unfitting: bool) -> list[Named]:
-    """What the checks read, computed once: resources per container, GPUs, the class pin."""
-    expressions = dig("t", ("matchExpressions",), "[]")
-    unfitting = "false"
-    if ignores_unfitting:
-        unfitting = (
-            "variables.ignoreUnfitting && (variables.memoryKeys.exists(i, keys, keys.exists(r,"
-            f"\n  isQuantity(string({_value('i', 'r')}))"
-            f" && quantity(string({_value('i', 'r')}))"
-            ".isGreaterThan(quantity(variables.largestUnits[r]))))"
-            "\n|| (variables.annotated && isQuantity(variables.annotationAsk)"
-            " && quantity(variables.annotationAsk).isGreaterThan("
-            "quantity(variables.largestMemory))))"
-        )
+def check_variables() -> list[Named]:
+    """What the checks read, computed once: resources and asks per container, GPUs."""
     return [
         {"name": "limits", "expression": f"variables.containers.map(c, {_limits('c')})"},
         {"name": "requests", "expression": f"variables.containers.map(c, {_requests('c')})"},
@@ -128,13 +121,29 @@ def check_variables(ignores_unfitting: bool) -> list[Named]:
         {"name": "labels", "expression": dig("variables.template", ("metadata", "labels"), "{}")},
         {"name": "selector", "expression": dig("variables.spec", ("nodeSelector",), "{}")},
         {"name": "terms", "expression": dig("variables.spec", TERMS, "[]")},
+        {"name": "target", "expression": _annotation_target()},
         {
-            # per container, the GPUs it occupies: its nvidia.com/gpu, at least 1 if it asks memory
+            # per container, whether it asks GPU memory (the webhook's `Ask.memory_mib`)
+            "name": "memoryAsked",
+            "expression": "variables.memoryKeys.transformList(i, k,"
+            " size(k) > 0 || i == variables.target)",
+        },
+        {
+            # the annotation is a size of at least 1Mi and names a container (`asks.
+            # _annotation_memory`): true without the annotation
+            "name": "annotationValid",
+            "expression": f"!variables.annotated || (variables.target >= 0 && size({ASK}) <= 64"
+            f"\n  && isQuantity({ASK}) && quantity({ASK}).compareTo(quantity({SMALLEST_SIZE}))"
+            f" >= 0\n  && quantity({ASK}).isLessThan(quantity({LARGEST_SIZE})))",
+        },
+        {
+            # per container, the GPUs it occupies: its nvidia.com/gpu, at least 1 if it asks
+            # memory (by a resource, or as the annotation's container)
             "name": "gpus",
             "expression": "variables.limits.transformList(i, l, [\n  "
-            f"{GPU} in l ? {_count(f'l[{GPU}]')}\n  : {GPU} in variables.requests[i]"
-            f" ? {_count(f'variables.requests[i][{GPU}]')} : 0,\n"
-            "  size(variables.memoryKeys[i]) > 0 ? 1 : 0].max())",
+            f"{GPU} in l ? {count(f'l[{GPU}]')}\n  : {GPU} in variables.requests[i]"
+            f" ? {count(f'variables.requests[i][{GPU}]')} : 0,\n"
+            "  variables.memoryAsked[i] ? 1 : 0].max())",
         },
         {
             # the init containers that run beside the app as sidecars and occupy a GPU
@@ -153,20 +162,23 @@ def check_variables(ignores_unfitting: bool) -> list[Named]:
             "+ [variables.gpus.transformList(i, g, i >= size(variables.initContainers), g).sum()"
             "\n  + variables.gpuSidecars.map(j, variables.gpus[j]).sum()]).max()",
         },
-        {
-            # placement.pinned_classes, read on the nodeSelector or on `In` expressions
-            "name": "pinsClass",
-            "expression": "(variables.classKeys.exists(k, k in variables.selector)"
-            "\n  && variables.classLabels.exists(l, variables.classKeys.all(k,"
-            " !(k in variables.selector) || (k in l && l[k] == variables.selector[k]))))"
-            "\n|| (size(variables.terms) > 0 && variables.terms.all(t,"
-            f" {expressions}.exists(e,\n  has(e.key) && has(e.operator) && e.operator == 'In'"
-            " && has(e.values) && e.values != null\n  && variables.classLabels.exists(l,"
-            " e.key in l && l[e.key] in e.values))))",
-        },
-        {"name": "unfitting", "expression": unfitting},
         *_memory_ask(),
     ]
+
+
+def _annotation_target() -> str:
+    """The index in `containers` of the container the memory annotation asks for
+    (`asks._annotation_target`): the one `lwgpu.io/container` names, app containers first,
+    else the only app container; -1 without the annotation, -2 when it names none."""
+    init = "size(variables.initContainers)"
+    named = dig("c", ("name",), "''")
+    wanted = f"variables.annotations[{CONTAINER}]"
+    return (
+        f"!variables.annotated ? -1\n: !({CONTAINER} in variables.annotations)"
+        f" ? (size(variables.appContainers) == 1 ? {init} : -2)\n"
+        f": (variables.appContainers.transformList(i, c, {named} == {wanted}, i + {init})\n"
+        f"  + variables.initContainers.transformList(i, c, {named} == {wanted}, i) + [-2])[0]"
+    )
 
 
 def _limits(container: str) -> str:
@@ -223,9 +235,9 @@ def _memory_ask() -> list[Named]:
         },
         {
             "name": "askedValue",
-            "expression": f"{asker} < 0 ? '' : string({_value(asker, resource)})",
+            "expression": f"{asker} < 0 ? '' : string({value_of(asker, resource)})",
         },
-        {"name": "askedAmount", "expression": _amount("variables.askedValue")},
+        {"name": "askedAmount", "expression": amount("variables.askedValue")},
         {
             # `spec.containers[0] (cuda) asks GPU memory aliyun.com/gpu-mem=2`
             "name": "memoryAsk",
@@ -233,7 +245,7 @@ def _memory_ask() -> list[Named]:
             f" ? 'spec.initContainers[' + string({asker}) + ']'"
             f"\n  : 'spec.containers[' + string({asker} - {init}) + ']')"
             f" + ' (' + {name} + ') asks GPU memory '\n  + {resource} + '='"
-            f" + {_short('variables.askedAmount')}",
+            f" + {short('variables.askedAmount')}",
         },
     ]
 
@@ -256,7 +268,7 @@ def validations() -> list[Validation]:
         },
         {
             "expression": "!variables.decided || !variables.annotated || variables.unfitting"
-            f"\n|| ({PROFILE} in variables.annotations"
+            f"\n|| (variables.annotationValid && {PROFILE} in variables.annotations"
             f" && variables.annotations[{PROFILE}] in variables.classMemory"
             "\n  && isQuantity(variables.annotationAsk) && quantity(variables.annotationAsk)"
             f".compareTo(quantity(variables.classMemory[variables.annotations[{PROFILE}]])) <= 0)",
@@ -264,13 +276,13 @@ def validations() -> list[Validation]:
             + UNREWRITTEN.format(kind="object"),
             "messageExpression": "'lwgpu: ' + variables.fieldPrefix + 'metadata.annotations['"
             " + variables.memoryAnnotation + ']=' + "
-            f"{_short('variables.annotationAsk')}\n+ ' asks GPU memory, which policy \\''"
+            f"{short('variables.annotationAsk')}\n+ ' asks GPU memory, which policy \\''"
             " + variables.policyName + '\\' rewrites to "
             f"{GPU_RESOURCE}: 1 on a lightweight GPU class'\n+ {_unrewritten()}",
         },
         {
-            "expression": "!variables.decided || !(variables.pinsClass || variables.annotated"
-            " || variables.memoryKeys.exists(k, size(k) > 0))"
+            "expression": "!variables.decided || !(variables.memoryAsked.exists(a, a)"
+            " || (!variables.pinsNone && variables.admitted.exists(a, a)))"
             "\n|| variables.neededGPUs <= variables.maxGPUs",
             "message": "lwgpu: the pod needs more GPUs than a lightweight GPU node carries",
             "messageExpression": "'lwgpu: ' + variables.fieldPrefix + 'spec: the pod needs '"

@@ -15,7 +15,8 @@ from typing import Any
 from webhook.policy import PolicySet, Profile
 
 from . import checks, scope, values
-from .cel import Unexpressible
+from .cel import Unexpressible, used
+from .variables import every_variable
 
 NAME = "lwgpu-final-state"
 API_VERSION = "admissionregistration.k8s.io/v1"
@@ -35,31 +36,48 @@ def final_state_check(
     if not policies.policies:
         raise Unexpressible("no policy to compile")
     policies = values.with_classes(policies, discovered)
-    unfitting = values.ignores_unfitting(policies)
+    validations = checks.validations()
+    read = [v[key] for v in validations for key in ("expression", "messageExpression")]
+    return admission_objects(
+        "ValidatingAdmissionPolicy",
+        NAME,
+        policies,
+        read,
+        {"validations": validations},
+        {"validationActions": ["Deny"]},
+    )
+
+
+def admission_objects(
+    kind: str,
+    name: str,
+    policies: PolicySet,
+    read: list[str],
+    own: dict[str, Any],
+    binding: dict[str, Any],
+) -> list[dict[str, Any]]:
+    """An admission policy of `kind` and its binding: the webhook's scope, `failurePolicy:
+    Fail`, the variables the expressions `read` need, and the policy's `own` fields (its
+    validations or mutations) and its binding's."""
     policy = {
         "apiVersion": API_VERSION,
-        "kind": "ValidatingAdmissionPolicy",
-        "metadata": {"name": NAME, "labels": dict(LABELS)},
+        "kind": kind,
+        "metadata": {"name": name, "labels": dict(LABELS)},
         "spec": {
             "failurePolicy": "Fail",
             "matchConstraints": {
                 "namespaceSelector": scope.namespace_selector(),
                 "resourceRules": scope.resource_rules(),
             },
-            "variables": [
-                *scope.variables(policies),
-                *values.policy_variables(policies),
-                *checks.check_variables(unfitting),
-                *checks.scope_variables(),
-            ],
+            "variables": used(every_variable(policies), read),
             "matchConditions": scope.match_conditions(policies),
-            "validations": checks.validations(),
+            **own,
         },
     }
-    binding = {
+    bound = {
         "apiVersion": API_VERSION,
-        "kind": "ValidatingAdmissionPolicyBinding",
-        "metadata": {"name": NAME, "labels": dict(LABELS)},
-        "spec": {"policyName": NAME, "validationActions": ["Deny"]},
+        "kind": f"{kind}Binding",
+        "metadata": {"name": name, "labels": dict(LABELS)},
+        "spec": {"policyName": name, **binding},
     }
-    return [policy, binding]
+    return [policy, bound]

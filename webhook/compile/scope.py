@@ -17,14 +17,15 @@ namespaced object both name the same namespace.
 from __future__ import annotations
 
 from collections import defaultdict
-from typing import Any, TypedDict
+from collections.abc import Callable
+from typing import Any
 
 from webhook.api.names import BOOL_TRUE, MIRROR_ANNOTATION, SKIP_ANNOTATION
-from webhook.api.workload import TEMPLATE_PATHS, field_path
+from webhook.api.workload import TEMPLATE_PATHS, field_path, pointer
 from webhook.policy import Policy, PolicySet
 from webhook.policy.model import is_glob, pattern_rank
 
-from .cel import Unexpressible, all_of, any_of, choose, dig, string, strings
+from .cel import Named, Unexpressible, all_of, any_of, choose, dig, string, strings
 
 # Never governed, whatever the policies say: the cluster and lwgpu itself must always be able
 # to start pods (deploy/base/webhook-scope.yaml keeps the webhook away from them too).
@@ -40,13 +41,6 @@ RESOURCES = {
     "Job": "jobs",
     "CronJob": "cronjobs",
 }
-
-
-class Named(TypedDict):
-    """A variable or a match condition: a name and a CEL expression."""
-
-    name: str
-    expression: str
 
 
 def kind_key(group: str, kind: str) -> str:
@@ -88,25 +82,31 @@ def namespace_selector() -> dict[str, Any]:
     }
 
 
-def _template(root: str) -> str:
-    """The pod template of the object `root` (the Pod itself for a Pod); `{}` if absent."""
+def _by_template_path(render: Callable[[tuple[str, ...]], str], otherwise: str) -> str:
+    """A value for the object's kind, rendered from where its pod template sits."""
     kinds: dict[tuple[str, ...], list[str]] = defaultdict(list)
     for (group, kind), path in TEMPLATE_PATHS.items():
         kinds[path].append(kind_key(group, kind))
-    cases = [
-        (f"variables.kind in {strings(keys)}", dig(root, path, "{}") if path else root)
-        for path, keys in kinds.items()
-    ]
-    return choose(cases, "{}")
+    cases = [(f"variables.kind in {strings(keys)}", render(path)) for path, keys in kinds.items()]
+    return choose(cases, otherwise)
+
+
+def _template(root: str) -> str:
+    """The pod template of the object `root` (the Pod itself for a Pod); `{}` if absent."""
+    return _by_template_path(lambda path: dig(root, path, "{}") if path else root, "{}")
 
 
 def _field_prefix() -> str:
     """Where the pod template sits, for messages: `spec.template.` (`` for a Pod)."""
-    prefixes: dict[str, list[str]] = defaultdict(list)
-    for (group, kind), path in TEMPLATE_PATHS.items():
-        prefixes[field_path(path) + "." if path else ""].append(kind_key(group, kind))
-    cases = [(f"variables.kind in {strings(keys)}", string(p)) for p, keys in prefixes.items()]
-    return choose(cases, '""')
+    return _by_template_path(lambda path: string(field_path(path) + "." if path else ""), '""')
+
+
+def template_pointer() -> Named:
+    """Where the pod template sits, as a JSON pointer for patches: `/spec/template`."""
+    return {
+        "name": "templatePointer",
+        "expression": _by_template_path(lambda path: string(pointer(path)), '""'),
+    }
 
 
 def _glob(pattern: str) -> str:

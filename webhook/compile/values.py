@@ -14,8 +14,7 @@ from collections.abc import Callable, Iterable, Sequence
 from webhook.api import quantity
 from webhook.policy import Policy, PolicySet, Profile
 
-from .cel import Unexpressible, choose, maps, string, string_map, strings
-from .scope import Named
+from .cel import Named, Unexpressible, choose, int_map, maps, string, string_map, strings
 
 
 def per_policy(values: Sequence[str]) -> str:
@@ -45,20 +44,18 @@ def with_classes(policies: PolicySet, discovered: Iterable[Profile] | None) -> P
     return policies
 
 
-def largest_units(policy: Policy) -> dict[str, str]:
-    """For each memory resource, the most units any class holds: a larger value fits none.
+def units_held(policy: Policy, memory_mib: int) -> dict[str, str]:
+    """For each memory resource, the most whole units `memory_mib` MiB hold.
 
     The webhook rounds an ask up to whole MiB (`quantity.to_mib`), so `value` units fit
     `memory` MiB exactly when value × unit <= memory × 1 MiB.
     """
-    largest = max((p.memory_mib for p in policy.profiles), default=0) * quantity.MIB
-    return {resource: str(largest // unit) for resource, unit in policy.memory_resources.items()}
+    held = memory_mib * quantity.MIB
+    return {resource: str(held // unit) for resource, unit in policy.memory_resources.items()}
 
 
-def _largest_memory(policy: Policy) -> str:
-    return string(f"{max((p.memory_mib for p in policy.profiles), default=0)}Mi")
-
-
+# An ask × its unit below this many bytes is computed as an int (CEL's are 64 bits).
+SAFE_BYTES = 1 << 62
 # name -> the CEL literal of one policy's value
 VALUES: dict[str, Callable[[Policy], str]] = {
     "policyName": lambda p: string(p.name),
@@ -73,12 +70,24 @@ VALUES: dict[str, Callable[[Policy], str]] = {
     "leaveSchedulers": lambda p: strings(p.leave_alone.scheduler_names),
     "leaveNodeKeys": lambda p: strings(p.leave_alone.node_selector_keys),
     "leavePodLabels": lambda p: string_map(p.leave_alone.pod_labels),
+    # the classes in fit order, by index: names, selectors, memory
+    "classNames": lambda p: strings(c.name for c in p.profiles),
+    "classSelectors": lambda p: maps(dict(c.node_selector) for c in p.profiles),
+    # per class, the most units of each memory resource it holds
+    "classUnits": lambda p: maps(units_held(p, c.memory_mib) for c in p.profiles),
+    # bytes in one unit of each memory resource, and the values whose bytes fit an int
+    "memoryUnits": lambda p: int_map(p.memory_resources),
+    "safeUnits": lambda p: string_map(
+        {r: str(SAFE_BYTES // u) for r, u in p.memory_resources.items()}
+    ),
+    "removedResources": lambda p: strings(
+        dict.fromkeys((*p.memory_resources, *p.companion_resources))
+    ),
+    "avoidsLightweight": lambda p: "true" if p.whole_gpu_pods == "avoidLightweight" else "false",
 }
 # Only where a policy leaves unfitting asks alone (`whenNoProfileFits: ignore`).
 UNFITTING_VALUES: dict[str, Callable[[Policy], str]] = {
     "ignoreUnfitting": lambda p: "true" if p.when_no_profile_fits == "ignore" else "false",
-    "largestUnits": lambda p: string_map(largest_units(p)),
-    "largestMemory": _largest_memory,
 }
 
 
@@ -88,7 +97,7 @@ def ignores_unfitting(policies: PolicySet) -> bool:
 
 
 def policy_variables(policies: PolicySet) -> list[Named]:
-    """One variable per value the checks read."""
+    """One variable per value the checks and the rewrite read."""
     values = dict(VALUES)
     if ignores_unfitting(policies):
         values.update(UNFITTING_VALUES)

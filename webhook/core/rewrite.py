@@ -14,6 +14,7 @@ import orjson
 
 from webhook.api import quantity
 from webhook.api.names import FROM_ANNOTATION, GPU_RESOURCE, PROFILE_ANNOTATION
+from webhook.api.text import AUDIT_LIMIT
 from webhook.api.types import KubeObject
 from webhook.api.workload import pointer
 from webhook.policy import Policy, Profile
@@ -22,7 +23,6 @@ from . import spill
 from .asks import Ask
 from .edit import Editor, Path
 
-AUDIT_LIMIT = 1024
 # With fewer asking containers in one list, the patch is one operation per field: what a
 # person reading the patch expects, and no list is measured. With more, `rewrite` sends the
 # whole list where that is shorter (`_whole_list_is_shorter`).
