@@ -10,11 +10,11 @@ from __future__ import annotations
 
 import pytest
 
-from tests.compile.test_final_state import DISCOVERING, FOUND, POLICY_HEAD, REFERENCE
+from tests.compile.test_final_state import DISCOVERING, FOUND, POLICY_HEAD
 from tests.support.paths import EXAMPLE_POLICIES
 from tests.support.policies import default_policies, policy_from_yaml
 from webhook.compile import Unexpressible, final_state_check, rewrite_policy
-from webhook.compile.cel import used
+from webhook.compile.cel import REFERENCE, used
 from webhook.files import load_policies
 from webhook.policy import PolicySet
 
