@@ -12,7 +12,7 @@ import signal
 import sys
 import threading
 
-from webhook.compile import Unexpressible, final_state_check
+from webhook.compile import Unexpressible, final_state_check, rewrite_policy
 from webhook.files import load_policies
 from webhook.offline.cluster import policy_findings
 from webhook.offline.explain import explain
@@ -55,8 +55,10 @@ def configure(parser: argparse.ArgumentParser) -> None:
         "server loads them, as a ValidatingAdmissionPolicy and its binding, ready for "
         "`kubectl apply -f -`: the apiserver refuses a pod or workload that still asks GPU "
         "memory (the webhook was down or bypassed) or needs more GPUs than a lightweight "
-        "node has. The MutatingAdmissionPolicy that would rewrite in the apiserver is not "
-        "compiled yet. Exits 1, naming the feature, for a policy the check cannot express.",
+        "node has; then, where the policy allows it (static classes, placement: exact), a "
+        "MutatingAdmissionPolicy and its binding that rewrite in the apiserver as the webhook "
+        "does (Kubernetes 1.36+). Exits 1, naming the feature, for a policy either cannot "
+        "express (the check is still printed when only the rewrite cannot be).",
     )
     compiled.add_argument("paths", nargs="+", metavar="PATH")
     compiled.add_argument(
@@ -108,8 +110,8 @@ def run_explain(args: argparse.Namespace) -> int:
 
 
 def run_compile(args: argparse.Namespace) -> int:
-    """Print the compiled objects; 1 for a feature the check cannot express, 2 when the
-    policies do not load."""
+    """Print the compiled objects; 1 for a feature the check or the rewrite cannot express,
+    2 when the policies do not load."""
     try:
         policies = load_policies(*args.paths)
     except PolicyError as err:
@@ -119,11 +121,17 @@ def run_compile(args: argparse.Namespace) -> int:
     except Unexpressible as err:
         say_error(args, f"cannot compile: {err}")
         return EXIT_FOUND
+    code = EXIT_OK
+    try:
+        objects += rewrite_policy(policies)
+    except Unexpressible as err:
+        say_error(args, f"cannot compile the rewrite, printing only the check: {err}")
+        code = EXIT_FOUND
     if args.output == "json":
         print(json.dumps({"apiVersion": "v1", "kind": "List", "items": objects}, indent=2))
     else:
         print(dump_all(objects, block_text=True), end="")
-    return EXIT_OK
+    return code
 
 
 def run_sync(args: argparse.Namespace) -> int:
