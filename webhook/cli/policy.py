@@ -68,6 +68,11 @@ def configure(parser: argparse.ArgumentParser) -> None:
         default="yaml",
         help="a YAML stream of the objects, or one JSON List (default: %(default)s)",
     )
+    compiled.add_argument(
+        "--only",
+        choices=("check", "rewrite"),
+        help="print only the final-state check (what the install ships) or only the rewrite",
+    )
     compiled.set_defaults(func=run_compile)
     synced = actions.add_parser(
         "sync",
@@ -116,17 +121,21 @@ def run_compile(args: argparse.Namespace) -> int:
         policies = load_policies(*args.paths)
     except PolicyError as err:
         raise UsageError(f"cannot load policies:\n{err}") from None
-    try:
-        objects = final_state_check(policies)
-    except Unexpressible as err:
-        say_error(args, f"cannot compile: {err}")
-        return EXIT_FOUND
+    objects = []
+    if args.only != "rewrite":
+        try:
+            objects += final_state_check(policies)
+        except Unexpressible as err:
+            say_error(args, f"cannot compile: {err}")
+            return EXIT_FOUND
     code = EXIT_OK
-    try:
-        objects += rewrite_policy(policies)
-    except Unexpressible as err:
-        say_error(args, f"cannot compile the rewrite, printing only the check: {err}")
-        code = EXIT_FOUND
+    if args.only != "check":
+        try:
+            objects += rewrite_policy(policies)
+        except Unexpressible as err:
+            shown = "printing only the check" if objects else "nothing to print"
+            say_error(args, f"cannot compile the rewrite, {shown}: {err}")
+            code = EXIT_FOUND
     if args.output == "json":
         print(json.dumps({"apiVersion": "v1", "kind": "List", "items": objects}, indent=2))
     else:
