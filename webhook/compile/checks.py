@@ -3,22 +3,26 @@
 The webhook rewrites a pod that asks GPU memory into one that asks `nvidia.com/gpu: 1` on
 a class, and refuses one that needs more GPUs than a lightweight node has. So an object
 that reaches validation still asking memory was not rewritten: the webhook was down
-(`failurePolicy: Ignore`), or the request went around it. Three checks, each as the
+(`failurePolicy: Ignore`), or the request went around it. Four checks, each as the
 webhook reads the pod (`webhook.core.asks`, `webhook.core.placement`):
 
 - **memory resource**: no container or init container names a memory resource of the
   governing policy in its limits or requests (a rewrite removes them all);
-- **memory annotation**: a pod that asks by the policy's annotation carries the
-  `lwgpu.io/profile` of the class the webhook chose (a rewrite always writes it, and the
-  annotation stays), and that class holds the ask;
+- **memory annotation**: a pod that asks by the policy's annotation (which a rewrite leaves
+  in place) is as the webhook's rewrite leaves it: the rewrite would change nothing
+  (`webhook.compile.patch`); with `placement: spillOver`, whose affinity the patch does not
+  write, it carries the `lwgpu.io/profile` of a class that holds the ask;
 - **GPU count**: a pod that asks memory, or pins lightweight classes as the webhook reads
   pins (`webhook.compile.placement`), needs at most `maxGPUsPerPod` GPUs by Kubernetes'
-  effective-request rule (`asks.effective_gpus`).
+  effective-request rule (`asks.effective_gpus`);
+- **bound to a node**: a pod with `spec.nodeName` that the rewrite would still change, which
+  the webhook refuses rather than move (`placement: exact`).
 
 With `whenNoProfileFits: ignore`, a pod whose largest ask fits no class passes the first
 two where the webhook leaves it unchanged: it reads the asks without refusing, and the pod
-pins no class outside the policy (`placement`'s `unfitting`). Pods another GPU-sharing system owns
-(`leaveAlone`) and pods that ask no GPU are outside the scope, as for the webhook.
+pins no class outside the policy (`placement`'s `unfitting`). Pods another GPU-sharing
+system owns (`leaveAlone`) and pods that ask no GPU are outside the scope, as for the
+webhook.
 
 Not checked: the keep-off affinity that `wholeGPUPods: avoidLightweight` adds to whole-GPU
 pods. Missing it, a pod asking whole GPUs may land on a lightweight node and run there; it
@@ -38,6 +42,7 @@ GPU = string(GPU_RESOURCE)
 PROFILE = string(PROFILE_ANNOTATION)
 CONTAINER = string(CONTAINER_ANNOTATION)
 ASK = "variables.annotationAsk"
+NODE = "variables.spec.nodeName"
 # A size the webhook reads (`quantity.parse`: at most 64 characters, below 2^63).
 LARGEST_SIZE = string("8Ei")
 SMALLEST_SIZE = string("1Mi")
@@ -256,7 +261,7 @@ def _unrewritten() -> str:
 
 
 def validations() -> list[Validation]:
-    """The three checks, with a message that names the field and says what to do."""
+    """The checks, each with a message that names the field and says what to do."""
     return [
         {
             "expression": "!variables.decided || variables.unfitting"
@@ -267,8 +272,11 @@ def validations() -> list[Validation]:
             f"{GPU_RESOURCE}: 1 on a lightweight GPU class'\n+ {_unrewritten()}",
         },
         {
+            # with placement exact, in the form the webhook's rewrite leaves: it would change
+            # nothing (`patch`); with spillOver, on the class `lwgpu.io/profile` names
             "expression": "!variables.decided || !variables.annotated || variables.unfitting"
-            f"\n|| (variables.annotationValid && {PROFILE} in variables.annotations"
+            "\n|| (variables.exactPlacement ? variables.rewritable && variables.changes == 0"
+            f"\n  : variables.annotationValid && {PROFILE} in variables.annotations"
             f" && variables.annotations[{PROFILE}] in variables.classMemory"
             "\n  && isQuantity(variables.annotationAsk) && quantity(variables.annotationAsk)"
             f".compareTo(quantity(variables.classMemory[variables.annotations[{PROFILE}]])) <= 0)",
@@ -290,5 +298,15 @@ def validations() -> list[Validation]:
             " carry exactly one GPU (policy \\'' + variables.policyName + '\\' allows '"
             " + string(variables.maxGPUs) + ' per pod); ask for "
             f"{GPU_RESOURCE}: 1 or GPU memory in one container, or split the pod'",
+        },
+        {
+            # decision._decide_gpu_pod: a rewrite cannot move a pod already bound to a node
+            "expression": "!variables.decided || !variables.exactPlacement"
+            " || !variables.boundToNode || !variables.rewritable || variables.changes == 0",
+            "message": "lwgpu: the pod is bound to a node but must be placed on a lightweight"
+            " GPU class; remove spec.nodeName",
+            "messageExpression": "'lwgpu: ' + variables.fieldPrefix + 'spec.nodeName: the pod is"
+            f" bound to node \\'' + {short(NODE)} + '\\' but must be placed on lightweight GPU"
+            " class ' + variables.classNames[variables.choice] + '; remove spec.nodeName'",
         },
     ]

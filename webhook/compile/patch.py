@@ -199,15 +199,22 @@ def patch_variables(policies: PolicySet) -> list[Named]:
         ]
         changes += " + size(variables.tolerationsMissing.filter(m, m))"
     asks_well = "variables.decided && variables.wellFormed.all(ok, ok) && variables.annotationValid"
-    variables.append(
+    variables += [
         {
             # the webhook would rewrite (`decision._decide_gpu_pod`): memory asked, no refusal
-            "name": "rewrites",
+            # before the operations
+            "name": "rewritable",
             "expression": f"{asks_well}\n&& variables.memoryAsked.exists(a, a)"
-            " && variables.neededGPUs <= variables.maxGPUs && variables.choice >= 0"
-            f"\n&& !(variables.boundToNode && {changes} > 0)",
-        }
-    )
+            " && variables.neededGPUs <= variables.maxGPUs && variables.choice >= 0",
+        },
+        {"name": "changes", "expression": changes},
+        {
+            # and the last refusal: a pod bound to a node is not moved to a class
+            "name": "rewrites",
+            "expression": "variables.rewritable"
+            " && !(variables.boundToNode && variables.changes > 0)",
+        },
+    ]
     if avoids(policies):
         variables.append(
             {

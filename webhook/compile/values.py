@@ -84,6 +84,7 @@ VALUES: dict[str, Callable[[Policy], str]] = {
         dict.fromkeys((*p.memory_resources, *p.companion_resources))
     ),
     "avoidsLightweight": lambda p: "true" if p.whole_gpu_pods == "avoidLightweight" else "false",
+    "exactPlacement": lambda p: "true" if p.placement == "exact" else "false",
 }
 # Only where a policy leaves unfitting asks alone (`whenNoProfileFits: ignore`).
 UNFITTING_VALUES: dict[str, Callable[[Policy], str]] = {
