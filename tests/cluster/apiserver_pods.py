@@ -32,6 +32,8 @@ ASKS = st.sampled_from(
     [
         {"aliyun.com/gpu-mem": "1"},
         {"aliyun.com/gpu-mem": "2"},
+        {"aliyun.com/gpu-mem": "2"},
+        {"nvidia.com/gpumem": "1536"},
         {"aliyun.com/gpu-mem": "4"},
         {"aliyun.com/gpu-mem": "9"},
         {"aliyun.com/gpu-mem": "0"},
@@ -120,17 +122,17 @@ LABEL_VALUES = {
     "ack.node.gpu.schedule": ["cgpu"],
 }
 SELECTOR = st.lists(
-    st.sampled_from([*CLASS_KEYS, *CLASS_KEYS, "team", "ack.node.gpu.schedule"]),
+    st.sampled_from([*CLASS_KEYS, *CLASS_KEYS, "team", "team", "ack.node.gpu.schedule"]),
     min_size=1,
     max_size=2,
     unique=True,
 ).flatmap(lambda keys: st.fixed_dictionaries({k: st.sampled_from(LABEL_VALUES[k]) for k in keys}))
 ANNOTATIONS = st.sampled_from(
     [
-        {},
-        {},
-        {},
+        *([{}] * 8),
         {"lwgpu.io/gpu-memory": "1536Mi"},
+        {"lwgpu.io/gpu-memory": "1536Mi"},
+        {"lwgpu.io/gpu-memory": "2Gi", "lwgpu.io/container": "c0"},
         {"lwgpu.io/gpu-memory": "2Gi", "lwgpu.io/container": "c1"},
         {"lwgpu.io/gpu-memory": "3000Mi", "lwgpu.io/container": "i0"},
         {"lwgpu.io/gpu-memory": "9Gi"},
@@ -165,7 +167,7 @@ def pod_specs(draw: st.DrawFn) -> tuple[dict, dict]:
         "schedulerName": st.just("hami-scheduler"),
     }
     for field, strategy in optional.items():
-        if draw(st.integers(0, 19)) < (1 if field in ("nodeName", "schedulerName") else 5):
+        if draw(st.integers(0, 19)) < (1 if field in ("nodeName", "schedulerName") else 3):
             spec[field] = draw(strategy)
     metadata: dict = {"labels": {"app": "gpu"}}
     annotations = draw(ANNOTATIONS)

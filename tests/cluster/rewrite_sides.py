@@ -39,6 +39,7 @@ CONFIGS = (
 INSTALLED_CHECK = "validatingadmissionpolicybinding/lwgpu-final-state"
 WARNING = "Warning: lwgpu: "
 UID = re.compile(r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}")
+PROBE = pod(gpu_mem(2))
 TIME = re.compile(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(\.\d+)?Z")
 
 
@@ -119,10 +120,9 @@ class Sides:
                 f"{LABEL}={wanted}" if wanted else f"{LABEL}-",
             )  # fmt: skip
 
-    def await_sides(self) -> None:
-        """Wait until the apiserver's informers see the labels: a GPU-memory pod is rewritten
-        on both sides, with lwgpu's warning on the webhook's only."""
-        probe = pod(gpu_mem(2))
+    def await_sides(self, probe: Mapping[str, Any] = PROBE) -> None:
+        """Wait until the apiserver's informers see the labels: `probe`, a pod the policy
+        rewrites, is rewritten on both sides, with lwgpu's warning on the webhook's only."""
 
         def ready() -> bool:
             by_webhook = dry_create(self.plane, self.webhook, probe)

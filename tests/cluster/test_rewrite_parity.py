@@ -3,9 +3,15 @@ document of the corpus (`../shared/corpus/`) and generated pods and workloads
 (tests/cluster/apiserver_pods.py) are created with a server-side dry run (all of admission
 runs, the response is the object as it would be stored) in a namespace the installed webhook
 decides and in one only the compiled MutatingAdmissionPolicy and final-state
-ValidatingAdmissionPolicy of the shipped policy decide (tests/cluster/rewrite_sides.py).
+ValidatingAdmissionPolicy decide (tests/cluster/rewrite_sides.py), both from the same policy.
 Each must be stored equal on both sides, or refused on both; lwgpu's warnings (the webhook's
 alone) and the words of a refusal are left aside. `-s` prints the figures.
+
+The corpus is held to the shipped policy; generated objects to it and to the example
+policies, which the webhook is given for the while (`Installation.set_policies`): a mixed
+fleet (`wholeGPUPods: avoidLightweight`, the keep-off affinity), and the per-team set, in a
+`research-*` namespace (`whenNoProfileFits: ignore`, two small classes) and in one the T4
+fleet governs (tolerations).
 """
 
 from __future__ import annotations
@@ -19,16 +25,27 @@ from hypothesis import HealthCheck, given, settings
 
 from tests.cluster.apiserver_pods import objects
 from tests.cluster.rewrite_sides import Outcome, Sides, dry_create, installed, sides
+from tests.cluster.test_final_state import BIG_POD
+from tests.support.builders import container, gpu_mem, pod
 from tests.support.manifests import corpus_files, documents
-from tests.support.paths import SHIPPED_POLICY
+from tests.support.paths import EXAMPLE_POLICIES, SHIPPED_POLICY
 from webhook.files import load_policies
 
-POLICIES = load_policies(SHIPPED_POLICY)
 FILES = corpus_files()
-# Enough to meet every branch of the generator many times in about a minute (two dry runs of
-# ~0.15 s each per object here).
-GENERATED = 150
-TALLY: Counter[tuple[str, str]] = Counter()
+TEAMS = (EXAMPLE_POLICIES / "per-team.yaml", EXAMPLE_POLICIES / "t4-vgpu-fleet.yaml")
+GIB_2 = pod(gpu_mem(2))
+MIB_2048 = pod(container(limits={"nvidia.com/gpumem": "2048"}))
+# name -> (policy files, namespace prefix: the policy that governs them, a pod it rewrites)
+CONFIGURATIONS = {
+    "shipped": ((SHIPPED_POLICY,), "parity", GIB_2),
+    "mixed fleet": ((EXAMPLE_POLICIES / "mixed-fleet.yaml",), "parity", GIB_2),
+    "research": (TEAMS, "research-parity", GIB_2),
+    "T4 fleet": (TEAMS, "parity", MIB_2048),
+}
+# Enough to meet every branch of the generator often, in about two minutes in all (two dry
+# runs of ~0.15 s each per object here).
+GENERATED = 60
+TALLY: Counter[tuple[tuple[str, str], str]] = Counter()
 
 
 def verdict(webhook: Outcome, apiserver: Outcome) -> str:
@@ -44,17 +61,29 @@ def verdict(webhook: Outcome, apiserver: Outcome) -> str:
     return "stored, rewritten" if any("->" in w for w in webhook.warnings) else "stored"
 
 
-@pytest.fixture(scope="module")
-def compared(lwgpu) -> Iterator[Sides]:
+@pytest.fixture(scope="module", params=list(CONFIGURATIONS))
+def compared(request, lwgpu) -> Iterator[Sides]:
+    """The webhook serving one configuration's policies, the same compiled beside it."""
+    paths, prefix, probe = CONFIGURATIONS[request.param]
     plane = lwgpu.plane
-    with installed(plane, POLICIES), sides(plane, f"parity-{os.getpid()}") as found:
-        found.await_sides()
-        yield found
-    for (source, outcome), count in sorted(TALLY.items()):
-        print(f"parity: {source}: {outcome}: {count}")
+    lwgpu.set_policies({p.name: p.read_text() for p in paths})
+    try:
+        with (
+            installed(plane, load_policies(*paths)),
+            sides(
+                plane, f"{prefix}-{list(CONFIGURATIONS).index(request.param)}-{os.getpid()}"
+            ) as found,
+        ):
+            found.await_sides(probe)
+            yield found
+    finally:
+        lwgpu.set_policies({SHIPPED_POLICY.name: SHIPPED_POLICY.read_text()})
+        for (source, outcome), count in sorted(TALLY.items()):
+            if source[0] == request.param:
+                print(f"parity: {request.param}: {source[1]}: {outcome}: {count}")
 
 
-def compare(found: Sides, obj: dict, source: str) -> tuple[Outcome, Outcome, str]:
+def compare(found: Sides, obj: dict, source: tuple[str, str]) -> tuple[Outcome, Outcome, str]:
     webhook = dry_create(found.plane, found.webhook, obj)
     apiserver = dry_create(found.plane, found.apiserver, obj)
     outcome = verdict(webhook, apiserver)
@@ -62,12 +91,22 @@ def compare(found: Sides, obj: dict, source: str) -> tuple[Outcome, Outcome, str
     return webhook, apiserver, outcome
 
 
+@pytest.mark.parametrize("compared", ["shipped"], indirect=True)
 @pytest.mark.parametrize("path", FILES, ids=[p.name for p in FILES])
 def test_each_corpus_document_is_stored_or_refused_alike(compared, path):
     for doc in documents(path):
-        webhook, apiserver, outcome = compare(compared, doc.body, "corpus")
+        webhook, apiserver, outcome = compare(compared, doc.body, ("shipped", "corpus"))
         assert outcome in ("stored", "stored, rewritten", "refused"), (doc.where, outcome)
         assert webhook.stored == apiserver.stored, doc.where
+
+
+@pytest.mark.parametrize("compared", ["shipped"], indirect=True)
+def test_the_largest_pod_is_rewritten_alike(compared):
+    """100 containers (40 init, every other one a sidecar), one asking memory: the pod of
+    tests/cluster/test_final_state.py, within the apiserver's CEL cost limits on both sides."""
+    webhook, apiserver, outcome = compare(compared, BIG_POD, ("shipped", "largest pod"))
+    assert outcome == "stored, rewritten", outcome
+    assert webhook.stored == apiserver.stored
 
 
 @settings(
@@ -77,7 +116,8 @@ def test_each_corpus_document_is_stored_or_refused_alike(compared, path):
     suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
 )
 @given(obj=objects())
-def test_generated_objects_are_stored_or_refused_alike(compared, obj):
-    webhook, apiserver, outcome = compare(compared, obj, "generated")
+def test_generated_objects_are_stored_or_refused_alike(request, compared, obj):
+    source = (request.node.callspec.params["compared"], "generated")
+    webhook, apiserver, outcome = compare(compared, obj, source)
     assert outcome in ("stored", "stored, rewritten", "refused"), (obj, outcome)
     assert webhook.stored == apiserver.stored, obj
