@@ -6,6 +6,7 @@ its GPU, once or every interval, the way the lightweight-GPU cloud labels its no
 
 from __future__ import annotations
 
+import json
 import threading
 from collections.abc import Callable
 from typing import TYPE_CHECKING
@@ -14,6 +15,7 @@ MERGE_PATCH = "application/merge-patch+json"
 REQUEST_TIMEOUT_S = 10  # a hung API server must not hold the agent past SIGTERM for long
 if TYPE_CHECKING:
     from kubernetes import client
+    from kubernetes.client.exceptions import ApiException
 
 
 class LabelError(Exception):
@@ -44,9 +46,21 @@ def ensure_labels(core: client.CoreV1Api, node: str, labels: dict[str, str]) -> 
     except ApiException as err:
         if err.status == 404:
             raise LabelError(f'node "{node}" not found (is NODE_NAME the node\'s name?)') from err
-        raise LabelError(f"API server answered {err.status} {err.reason} for node {node}") from err
+        raise LabelError(
+            f"API server answered {err.status} {err.reason} for node {node}{_said(err)}"
+        ) from err
     except (HTTPError, OSError) as err:
         raise LabelError(f"API server unreachable: {err}") from err
+
+
+def _said(err: ApiException) -> str:
+    """': ' and the apiserver's own words (its Status message), empty where it gave none: a
+    refusal by the lwgpu-labeller-own-node policy names the node or field and why."""
+    try:
+        message = json.loads(err.body or "{}").get("message")
+    except (ValueError, AttributeError):  # not JSON, or JSON that is not an object
+        return ""
+    return f": {message}" if isinstance(message, str) and message else ""
 
 
 def run(

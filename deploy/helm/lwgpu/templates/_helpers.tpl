@@ -86,3 +86,16 @@ metadata:
   labels:
     {{- include "lwgpu.labels" .root | nindent 4 }}
 {{- end }}
+
+{{/*
+The objects of a file of deploy/ (dict "root" $ "text" <its text>, from .Files.Get of its link
+in files/), each with the chart's labels: one source for both installs.
+*/}}
+{{- define "lwgpu.deployObjects" -}}
+{{- range regexSplit "(?m)^---$" .text -1 }}
+{{- $obj := fromYaml . }}
+{{- $_ := set $obj.metadata "labels" (include "lwgpu.labels" $.root | fromYaml) }}
+---
+{{ toYaml $obj }}
+{{- end }}
+{{- end }}
