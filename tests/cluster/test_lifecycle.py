@@ -14,29 +14,23 @@ churn, the stored template's class, and that the pods created after the install 
 class the decision chose (nodeSelector and `lwgpu.io/profile`, nothing stale) and are bound by
 kube-scheduler to a node of that class, or stay Pending for want of an `nvidia.com/gpu` there.
 
-A second mutating webhook, served from this process and named to sort after lwgpu-mutate
-(staging/src/k8s.io/apiserver/pkg/admission/configuration/mutating_webhook_manager.go sorts
-configurations `ByName`), adds `nvidia.com/gpumem: 4096` to containers asking
-`nvidia.com/gpu`, as HAMi's defaulting does; the apiserver then calls lwgpu again
-(`reinvocationPolicy: IfNeeded`, apiserver/pkg/admission/plugin/webhook/mutating/dispatcher.go).
+A second mutating webhook (tests/cluster/second_webhook.py), called after lwgpu's, adds
+`nvidia.com/gpumem: 4096` to containers asking `nvidia.com/gpu`, as HAMi's defaulting does;
+the apiserver then calls lwgpu again.
 """
 
 from __future__ import annotations
 
-import base64
 import contextlib
 import json
 import os
 import re
 import ssl
 import subprocess
-import threading
 import urllib.request
 from collections import Counter
 from collections.abc import Iterator
 from dataclasses import dataclass
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from pathlib import Path
 
 import pytest
 from kubernetes import client
@@ -58,7 +52,6 @@ from tests.cluster.lifecycle_cases import (
 )
 from tests.support.builders import gpu_mem, pod
 from tests.support.cluster import Namespace
-from tools.cluster import pki
 from tools.cluster.controlplane import ControlPlane
 from tools.cluster.install import WEBHOOK_PORT, Installation
 from tools.waiting import wait_for
@@ -218,125 +211,6 @@ def remove(namespace: Namespace) -> None:
     plane.kubectl(
         "delete", "pods", "--all", "-n", namespace.name, "--force", "--grace-period=0", check=False
     )
-
-
-# The second webhook ---------------------------------------------------------------------
-
-
-def gpumem_patch(obj: dict) -> list[dict]:
-    """HAMi-style defaulting: `nvidia.com/gpumem: 4096` in every container that asks
-    `nvidia.com/gpu` without it (a Pod, or a Deployment's template)."""
-    base = "/spec" if obj["kind"] == "Pod" else "/spec/template/spec"
-    spec = obj["spec"] if obj["kind"] == "Pod" else obj["spec"]["template"]["spec"]
-    patch = []
-    for i, container in enumerate(spec.get("containers") or []):
-        limits = (container.get("resources") or {}).get("limits") or {}
-        if GPU in limits and "nvidia.com/gpumem" not in limits:
-            path = f"{base}/containers/{i}/resources/limits/nvidia.com~1gpumem"
-            patch.append({"op": "add", "path": path, "value": "4096"})
-    return patch
-
-
-SECOND_CONFIG = """\
-apiVersion: admissionregistration.k8s.io/v1
-kind: MutatingWebhookConfiguration
-metadata: {{name: {name}}}
-webhooks:
-- name: gpumem.lifecycle.lwgpu.test
-  admissionReviewVersions: [v1]
-  sideEffects: None
-  failurePolicy: Fail
-  timeoutSeconds: 5
-  clientConfig: {{url: "https://127.0.0.1:{port}/mutate", caBundle: {ca}}}
-  rules:
-  - {{apiGroups: [apps], apiVersions: [v1], resources: [deployments], operations: [CREATE, UPDATE]}}
-  - {{apiGroups: [""], apiVersions: [v1], resources: [pods], operations: [CREATE]}}
-  namespaceSelector: {{matchLabels: {{kubernetes.io/metadata.name: {namespace}}}}}
-  objectSelector: {{matchLabels: {label}}}
-"""
-
-
-class SecondWebhook:
-    """A mutating webhook of another GPU system, served over TLS on 127.0.0.1 from a thread of
-    this process; `calls` records (operation, kind, patched) of each review it answered."""
-
-    def __init__(self, directory: Path) -> None:
-        authority = pki.Authority(directory)
-        cert, key = authority.issue("second-webhook", "127.0.0.1", ips=("127.0.0.1",))
-        self.ca_bundle = base64.b64encode(authority.cert_path.read_bytes()).decode()
-        self.calls: list[tuple[str, str, bool]] = []
-        owner = self
-
-        class Handler(BaseHTTPRequestHandler):
-            def do_POST(self) -> None:
-                request = json.loads(self.rfile.read(int(self.headers["Content-Length"])))[
-                    "request"
-                ]
-                patch = gpumem_patch(request["object"])
-                owner.calls.append((request["operation"], request["kind"]["kind"], bool(patch)))
-                response = {"uid": request["uid"], "allowed": True}
-                if patch:
-                    encoded = base64.b64encode(json.dumps(patch).encode()).decode()
-                    response.update(patchType="JSONPatch", patch=encoded)
-                review = {
-                    "apiVersion": "admission.k8s.io/v1",
-                    "kind": "AdmissionReview",
-                    "response": response,
-                }
-                body = json.dumps(review).encode()
-                self.send_response(200)
-                self.send_header("Content-Type", "application/json")
-                self.send_header("Content-Length", str(len(body)))
-                self.end_headers()
-                self.wfile.write(body)
-
-            def log_message(self, *args: object) -> None:  # the test's output stays quiet
-                pass
-
-        context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
-        context.load_cert_chain(cert, key)
-        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.server.socket = context.wrap_socket(self.server.socket, server_side=True)
-        self.port = self.server.server_address[1]
-        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
-        self.thread.start()
-
-    def close(self) -> None:
-        self.server.shutdown()
-        self.server.server_close()
-
-    @contextlib.contextmanager
-    def registered(self, namespace: Namespace) -> Iterator[None]:
-        """Registered for Deployments and Pods of `namespace` that carry the SECOND label,
-        until the block ends; awaited by a dry run it changes."""
-        plane, name = namespace.plane, f"zz-second-{namespace.name}"
-        config = SECOND_CONFIG.format(
-            name=name,
-            port=self.port,
-            ca=self.ca_bundle,
-            namespace=namespace.name,
-            label=json.dumps(SECOND),
-        )
-        plane.kubectl("create", "-f", "-", input=config)
-        try:
-            probe = pod(gpu_mem(2))
-            probe["metadata"]["labels"] = dict(SECOND)
-            wait_for(
-                lambda: class_of(plane, namespace.name, probe) == CLASSES[4],
-                WAIT_S,
-                what="the apiserver to call the second webhook",
-            )
-            self.calls.clear()
-            yield
-        finally:
-            plane.kubectl("delete", "mutatingwebhookconfiguration", name)
-
-
-@pytest.fixture(scope="module")
-def second_webhook(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SecondWebhook]:
-    webhook = SecondWebhook(tmp_path_factory.mktemp("second-webhook"))
-    yield webhook
-    webhook.close()
 
 
 # What lwgpu and the controllers did -------------------------------------------------------
@@ -509,7 +383,10 @@ def test_lifecycle(name, before, control_plane, lwgpu, request):
         stack.callback(remove, namespace)
         if case.second:
             second = request.getfixturevalue("second_webhook")
-            stack.enter_context(second.registered(namespace))
+            probe = pod(gpu_mem(2))
+            probe["metadata"]["labels"] = dict(SECOND)
+            ready = lambda: class_of(plane, namespace.name, probe) == CLASSES[4]  # noqa: E731
+            stack.enter_context(second.registered(plane, [namespace.name], ready))
         if case.created == "after":
             made = namespace.kubectl(
                 "apply", "-f", "-", input=json.dumps(manifest(case.kind, namespace.name))

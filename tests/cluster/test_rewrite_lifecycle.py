@@ -10,10 +10,11 @@ once the controllers are quiet the two namespaces must hold the same objects: th
 its ReplicaSets and Jobs, and every pod (which node a pod is bound to is the scheduler's
 choice among equal nodes, and is left aside, as are lwgpu's warnings).
 
-A representative subset of the cases, one or more of each kind and of each kind of step:
-scaling, labels, restarts, image changes, client-side and server-side applies changing the
-ask, an orphaning delete, a Job's immutable template and a CronJob's manual run. The cases
-with a second mutating webhook are left out (it is registered for one namespace at a time).
+Every case: scaling (kubectl and the scale subresource), labels, restarts, image changes,
+client-side and server-side applies changing the ask, deletes held by a finalizer, an
+orphaning delete, a Job's immutable template, a CronJob's manual run, and a second mutating
+webhook (tests/cluster/second_webhook.py) registered for both namespaces, after lwgpu-mutate
+on one side and after the compiled rewrite on the other, each reinvoked.
 """
 
 from __future__ import annotations
@@ -27,29 +28,24 @@ from collections.abc import Iterator
 
 import pytest
 
-from tests.cluster.lifecycle_cases import CASES, NAME, Case, Step, manifest
-from tests.cluster.rewrite_sides import NEITHER, Sides, installed, normal, placeholders, sides
+from tests.cluster.lifecycle_cases import CASES, NAME, SECOND, Case, Step, manifest
+from tests.cluster.rewrite_sides import (
+    NEITHER,
+    Sides,
+    dry_create,
+    installed,
+    normal,
+    placeholders,
+    sides,
+)
+from tests.support.builders import gpu_mem, pod
 from tests.support.paths import SHIPPED_POLICY
 from tools.cluster.controlplane import ControlPlane
 from tools.waiting import wait_for
 from webhook.files import load_policies
 
-SUBSET = (
-    "Deployment kubectl scale 4",
-    "Deployment label",
-    "Deployment rollout restart",
-    "Deployment apply 2->4->1",
-    "Deployment apply 2->4->4",
-    "Deployment server-side 2->4->1",
-    "Deployment created after the install, apply 2->4",
-    "Deployment delete --cascade=orphan, scale the ReplicaSet",
-    "StatefulSet rollout restart",
-    "StatefulSet apply 2->4->1",
-    "Job parallelism 2",
-    "Job apply 2->4",
-    "CronJob apply 2->4->1, create job --from",
-)
 # What a namespace holds that admission decides or a controller makes from it.
+MEM = "aliyun.accelerator/nvidia_mem"
 HELD = ("deployments", "statefulsets", "jobs", "cronjobs", "replicasets", "pods")
 QUIET_S = 4  # a snapshot unchanged this long: the controllers are done
 WAIT_S = 90
@@ -128,7 +124,8 @@ def run_step(plane: ControlPlane, namespace: str, case: Case, step: Step):
     """One step in one namespace, with the case's file on stdin when it is an apply."""
     body = None
     if step.gib is not None:
-        body = json.dumps(manifest(case.kind, namespace, step.gib, replicas=step.replicas))
+        made = manifest(case.kind, namespace, step.gib, replicas=step.replicas, second=case.second)
+        body = json.dumps(made)
     return plane.kubectl("-n", namespace, *step.argv(case.kind), input=body, check=False)
 
 
@@ -139,7 +136,7 @@ def before(lwgpu) -> Iterator[dict[str, Sides]]:
     with installed(plane, load_policies(SHIPPED_POLICY)), contextlib.ExitStack() as stack:
         pairs = {
             name: stack.enter_context(sides(plane, f"rl{i}-{os.getpid()}", label=NEITHER))
-            for i, name in enumerate(SUBSET)
+            for i, name in enumerate(CASES)
         }
         for name, pair in pairs.items():
             case = CASES[name]
@@ -147,13 +144,13 @@ def before(lwgpu) -> Iterator[dict[str, Sides]]:
                 continue
             how = ["apply", "--server-side"] if case.created == "apply --server-side" else ["apply"]
             for namespace in (pair.webhook, pair.apiserver):
-                made = manifest(case.kind, namespace, finalizer=case.finalizer)
+                made = manifest(case.kind, namespace, second=case.second, finalizer=case.finalizer)
                 plane.kubectl("-n", namespace, *how, "-f", "-", input=json.dumps(made))
         yield pairs
 
 
-@pytest.mark.parametrize("name", SUBSET)
-def test_a_workload_lives_alike_on_both_sides(before, name):
+@pytest.mark.parametrize("name", list(CASES))
+def test_a_workload_lives_alike_on_both_sides(before, name, second_webhook):
     case, found = CASES[name], before[name]
     plane = found.plane
     if case.created != "after":
@@ -165,6 +162,31 @@ def test_a_workload_lives_alike_on_both_sides(before, name):
         )
     found.label(None)
     found.await_sides()
+    with contextlib.ExitStack() as stack:
+        if case.second:
+            stack.enter_context(
+                second_webhook.registered(
+                    plane, [found.webhook, found.apiserver], lambda: reinvoked(found)
+                )
+            )
+        lives(found, case)
+
+
+def reinvoked(found: Sides) -> bool:
+    """The apiserver calls the second webhook on both sides, then lwgpu again: a pod it
+    changes is given the class of its 4 GiB."""
+    probe = pod(gpu_mem(2))
+    probe["metadata"]["labels"] = dict(SECOND)
+    classes = [
+        (dry_create(found.plane, ns, probe).stored or {}).get("spec", {}).get("nodeSelector", {})
+        for ns in (found.webhook, found.apiserver)
+    ]
+    return all(selector.get(MEM) == "4096MiB" for selector in classes)
+
+
+def lives(found: Sides, case: Case) -> None:
+    """The case's steps on both sides, alike, and both sides' objects alike at the end."""
+    plane = found.plane
     if case.created == "after":
         for namespace in (found.webhook, found.apiserver):
             made = manifest(case.kind, namespace)
