@@ -122,6 +122,35 @@ def _requirement(labels: Mapping[str, str], expression: Any) -> bool:
     return False
 
 
+def requires_label(expression: Any) -> bool:
+    """True when no node without the requirement's label key satisfies it: `In`, `Exists`,
+    `Gt` and `Lt` (`labels.Requirement.Matches` answers false where the node lacks the key),
+    not `NotIn` and `DoesNotExist`, which such a node satisfies. A requirement no node
+    satisfies (an operator the scheduler cannot parse) requires it too, vacuously."""
+    return not _requirement({}, expression)
+
+
+def required_keys(spec: KubeObject) -> set[str]:
+    """The label keys of every node the pod may be placed on: each nodeSelector key (an
+    equality), and each key that every required node selector term requires
+    (`requires_label`). Terms are ORed (`RequiredNodeAffinity.Match`: the nodeSelector, then
+    `NodeSelector.Match` over the terms), so a key one term leaves free is not required. An
+    empty term places no pod (`isEmptyNodeSelectorTerm`) but is read as leaving every key
+    free: the side on which lwgpu decides the pod rather than leave it alone."""
+    keys = set(as_map(spec.get("nodeSelector")))
+    per_term = []
+    for term in required_terms(spec):
+        expressions = term.get("matchExpressions") if isinstance(term, dict) else None
+        per_term.append(
+            {
+                e["key"]
+                for e in (expressions if isinstance(expressions, list) else [])
+                if isinstance(e, dict) and isinstance(e.get("key"), str) and requires_label(e)
+            }
+        )
+    return keys | set.intersection(*per_term) if per_term else keys
+
+
 def _term(labels: Mapping[str, str], term: Any) -> bool:
     expressions = term.get("matchExpressions") if isinstance(term, dict) else None
     if not isinstance(expressions, list) or not expressions:

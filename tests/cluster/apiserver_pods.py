@@ -9,6 +9,10 @@ Unlike tests/core/strategies.py (what users might send, for the decision never t
 every value here is one the apiserver stores: what is compared is what each admission path
 makes of an object both can see. A few asks that the webhook refuses (zero, two memory
 resources, limits and requests that differ) are mixed in, to compare refusals too.
+
+`ACK_PLACEMENTS` is a table beside them: the ways a pod may name the key of another
+GPU-sharing system's nodes, and whether that leaves it alone (tests/core/test_mixed.py holds
+the decision to it, the cluster tests the webhook and the compiled policies).
 """
 
 from __future__ import annotations
@@ -93,7 +97,7 @@ def containers(draw: st.DrawFn, init: bool) -> list[dict]:
 EXPRESSION = st.fixed_dictionaries(
     {
         "key": st.sampled_from([*CLASS_KEYS, "team", "ack.node.gpu.schedule"]),
-        "operator": st.sampled_from(["In", "In", "NotIn", "Exists", "Gt"]),
+        "operator": st.sampled_from(["In", "In", "NotIn", "Exists", "DoesNotExist", "Gt"]),
         "values": st.lists(st.sampled_from(CLASS_VALUES), min_size=1, max_size=2, unique=True),
     }
 ).map(
@@ -101,7 +105,7 @@ EXPRESSION = st.fixed_dictionaries(
         {**e, "values": ["4000"]}
         if e["operator"] == "Gt"
         else {k: v for k, v in e.items() if k != "values"}
-        if e["operator"] == "Exists"
+        if e["operator"] in ("Exists", "DoesNotExist")
         else e
     )
 )
@@ -144,6 +148,56 @@ ANNOTATIONS = st.sampled_from(
         {"lwgpu.io/skip": "false"},
     ]
 )
+ACK = "ack.node.gpu.schedule"
+
+
+def _requirement(operator: str, *values: str, key: str = ACK) -> dict:
+    return {"key": key, "operator": operator, **({"values": list(values)} if values else {})}
+
+
+def _required(*terms: list[dict]) -> dict:
+    """A required node affinity of these terms (ORed), each a list of requirements (ANDed)."""
+    selector = {"nodeSelectorTerms": [{"matchExpressions": t} for t in terms]}
+    return {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": selector}}
+
+
+TEAM = _requirement("In", "ml", key="team")
+# `leaveAlone.nodeSelectorKeys: [ack.node.gpu.schedule]` (the shipped policy's): pod spec
+# fields around a pod asking GPU memory, and whether the pod is left alone, for every node it
+# may be placed on carries the key (webhook.scheduling.required_keys), or decided.
+ACK_PLACEMENTS: dict[str, tuple[dict, bool]] = {
+    "nodeSelector": ({"nodeSelector": {ACK: "cgpu"}}, True),
+    "In": ({"affinity": _required([_requirement("In", "cgpu")])}, True),
+    "Exists": ({"affinity": _required([_requirement("Exists")])}, True),
+    # the scheduler compares integers, and a node without the label fails both
+    "Gt": ({"affinity": _required([_requirement("Gt", "0")])}, True),
+    "Lt": ({"affinity": _required([_requirement("Lt", "5")])}, True),
+    # kept OFF ACK's nodes: lwgpu's to decide
+    "DoesNotExist": ({"affinity": _required([_requirement("DoesNotExist")])}, False),
+    "NotIn": ({"affinity": _required([_requirement("NotIn", "cgpu")])}, False),
+    "In, ANDed with another key": (
+        {"affinity": _required([_requirement("In", "cgpu"), TEAM])},
+        True,
+    ),
+    "Exists, ANDed with NotIn": (
+        {"affinity": _required([_requirement("NotIn", "share"), _requirement("Exists")])},
+        True,
+    ),
+    "In every term": (
+        {"affinity": _required([_requirement("In", "cgpu")], [_requirement("Exists"), TEAM])},
+        True,
+    ),
+    # terms are ORed: the second places the pod on nodes without the key
+    "In one term of two": ({"affinity": _required([_requirement("In", "cgpu")], [TEAM])}, False),
+    "Exists or DoesNotExist": (
+        {"affinity": _required([_requirement("Exists")], [_requirement("DoesNotExist")])},
+        False,
+    ),
+    "DoesNotExist beside another nodeSelector": (
+        {"nodeSelector": {"team": "ml"}, "affinity": _required([_requirement("DoesNotExist")])},
+        False,
+    ),
+}
 TOLERATIONS = st.sampled_from(
     [
         [{"key": "vgpu", "operator": "Exists", "effect": "NoSchedule"}],

@@ -14,11 +14,13 @@ plugin/policy/validating/dispatcher.go, `Dispatch`).
 
 from __future__ import annotations
 
+import copy
 import json
 from collections.abc import Iterator
 
 import pytest
 
+from tests.cluster.apiserver_pods import ACK_PLACEMENTS
 from tests.support.builders import container, gpu_mem, pod, workload
 from tests.support.cluster import Namespace
 from tests.support.paths import SHIPPED_POLICY
@@ -40,14 +42,13 @@ POLICIES = load_policies(SHIPPED_POLICY)
 SHIPPED = POLICIES.for_namespace("default")
 SEED_SELECTOR = {"aliyun.accelerator/nvidia_mem": "2048MiB"}
 GPU_MEM_POD = pod(gpu_mem(2))
+GPU_MEM_REFUSAL = "lwgpu: spec.containers[0] (cuda) asks GPU memory aliyun.com/gpu-mem=2" + (
+    UNREWRITTEN.format(kind="Pod")
+)
 # Each object, and the message the apiserver refuses it with while the webhook is down
 # (None: it is created).
 WHILE_DOWN = {
-    "gpu memory pod": (
-        GPU_MEM_POD,
-        "lwgpu: spec.containers[0] (cuda) asks GPU memory aliyun.com/gpu-mem=2"
-        + UNREWRITTEN.format(kind="Pod"),
-    ),
+    "gpu memory pod": (GPU_MEM_POD, GPU_MEM_REFUSAL),
     "gpu memory annotation": (
         pod(container(), annotations={"lwgpu.io/gpu-memory": "1536Mi"}),
         "lwgpu: metadata.annotations[lwgpu.io/gpu-memory]=1536Mi asks GPU memory"
@@ -73,6 +74,14 @@ WHILE_DOWN = {
     "pod rewritten by the webhook": (decide(GPU_MEM_POD, SHIPPED).obj, None),
     "cpu pod": (pod(container(limits={"cpu": "1"})), None),
     "skipped pod": (pod(annotations={"lwgpu.io/skip": "true"}), None),
+    # leaveAlone.nodeSelectorKeys: only a pod that must land on ACK's nodes is ACK's
+    **{
+        f"ack.node.gpu.schedule by {case}": (
+            pod(gpu_mem(2), **copy.deepcopy(fields)),
+            None if left_alone else GPU_MEM_REFUSAL,
+        )
+        for case, (fields, left_alone) in ACK_PLACEMENTS.items()
+    },
 }
 DEPLOYMENT = workload("apps/v1", "Deployment", pod(gpu_mem(2)))
 DEPLOYMENT["spec"]["template"]["metadata"] = {"labels": {"app": "gpu"}}

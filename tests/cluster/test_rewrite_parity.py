@@ -16,6 +16,7 @@ fleet governs (tolerations).
 
 from __future__ import annotations
 
+import copy
 import os
 from collections import Counter
 from collections.abc import Iterator
@@ -23,7 +24,7 @@ from collections.abc import Iterator
 import pytest
 from hypothesis import HealthCheck, given, settings
 
-from tests.cluster.apiserver_pods import objects
+from tests.cluster.apiserver_pods import ACK_PLACEMENTS, objects
 from tests.cluster.rewrite_sides import Outcome, Sides, dry_create, installed, sides
 from tests.cluster.test_final_state import BIG_POD
 from tests.support.builders import container, gpu_mem, pod
@@ -109,6 +110,18 @@ def test_the_largest_pod_is_rewritten_alike(compared):
     tests/cluster/test_final_state.py, within the apiserver's CEL cost limits on both sides."""
     webhook, apiserver, outcome = compare(compared, BIG_POD, ("shipped", "largest pod"))
     assert outcome == "stored, rewritten", outcome
+    assert webhook.stored == apiserver.stored
+
+
+@pytest.mark.parametrize("compared", ["shipped"], indirect=True)
+@pytest.mark.parametrize("case", ACK_PLACEMENTS)
+def test_a_pod_naming_acks_nodes_is_left_alone_or_rewritten_alike(compared, case):
+    """`leaveAlone.nodeSelectorKeys`: left alone only where every node the pod may land on
+    carries the key; a pod keeping off ACK's nodes is rewritten on both sides."""
+    fields, left_alone = ACK_PLACEMENTS[case]
+    obj = pod(gpu_mem(2), **copy.deepcopy(fields))
+    webhook, apiserver, outcome = compare(compared, obj, ("shipped", "leaveAlone"))
+    assert outcome == ("stored" if left_alone else "stored, rewritten"), outcome
     assert webhook.stored == apiserver.stored
 
 

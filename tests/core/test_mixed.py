@@ -6,6 +6,7 @@ import copy
 
 import pytest
 
+from tests.cluster.apiserver_pods import ACK_PLACEMENTS
 from tests.support.builders import container, gpu_mem, pod, workload
 from tests.support.policies import default_policy, policy_from_yaml
 from webhook.core.decision import decide
@@ -151,9 +152,14 @@ def test_pods_of_another_gpu_sharing_system_are_left_alone(obj, words):
     assert decide(pod(gpu_mem(2)), LEAVE).outcome == "mutated"  # the others are still ours
 
 
-def test_the_shipped_policy_leaves_ack_cgpu_pods_to_ack():
-    cgpu = pod(gpu_mem(2), node_selector={"ack.node.gpu.schedule": "cgpu"})
-    assert decide(cgpu, default_policy()).outcome == "skipped"
+@pytest.mark.parametrize(
+    ("fields", "left_alone"), ACK_PLACEMENTS.values(), ids=list(ACK_PLACEMENTS)
+)
+def test_the_shipped_policy_leaves_to_ack_only_pods_that_must_land_on_its_nodes(fields, left_alone):
+    decision = decide(pod(gpu_mem(2), **copy.deepcopy(fields)), default_policy())
+    assert decision.outcome == ("skipped" if left_alone else "mutated"), decision.reason
+    if left_alone:
+        assert decision.reason.startswith("it selects ack.node.gpu.schedule")
 
 
 def test_terms_on_different_keys_pin_the_union_of_their_classes():

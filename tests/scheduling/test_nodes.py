@@ -3,10 +3,12 @@ nodeaffinity`, `NodeSelector.Match` and `nodeSelectorRequirementsAsSelector`), a
 nodes discovery turns into classes."""
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from tests.support.paths import DATA
 from webhook.offline.cluster import read_nodes
-from webhook.scheduling import pod_fits_node, profiles_from_labels
+from webhook.scheduling import pod_fits_node, profiles_from_labels, required_keys
 
 LABELS = {"aliyun.accelerator/nvidia_mem": "2048MiB", "gpus": "4", "zone": "a"}
 REQUIRED = "requiredDuringSchedulingIgnoredDuringExecution"
@@ -57,6 +59,48 @@ def req(key, operator, *values):
 )
 def test_pod_fits_node(pod, fits):
     assert pod_fits_node(pod, LABELS) is fits
+
+
+@pytest.mark.parametrize(
+    ("pod", "keys"),
+    [
+        (spec(), set()),
+        (spec(selector={"zone": "a"}), {"zone"}),
+        (spec([req("zone", "In", "a")]), {"zone"}),
+        (spec([req("zone", "Exists")]), {"zone"}),
+        (spec([req("gpus", "Gt", "2"), req("zone", "Lt", "2")]), {"gpus", "zone"}),
+        (spec([req("zone", "NotIn", "a")]), set()),
+        (spec([req("zone", "DoesNotExist")]), set()),
+        (spec([req("zone", "In", "a")], [req("gpus", "In", "4")]), set()),  # terms are ORed
+        (spec([req("zone", "In", "a")], [req("zone", "Exists"), req("gpus", "Lt", "4")]), {"zone"}),
+        (spec([req("zone", "DoesNotExist")], selector={"gpus": "4"}), {"gpus"}),
+        (spec([]), set()),  # an empty term places no pod: read as requiring nothing
+    ],
+)
+def test_required_keys(pod, keys):
+    assert required_keys(pod) == keys
+
+
+KEYS = ("zone", "gpus")
+requirements = st.builds(
+    req,
+    st.sampled_from(KEYS),
+    st.sampled_from(["In", "NotIn", "Exists", "DoesNotExist", "Gt", "Lt"]),
+    st.sampled_from(["1", "4", "a"]),
+)
+pods = st.builds(
+    lambda terms, selector: spec(*terms, selector=selector),
+    st.lists(st.lists(requirements, max_size=3), max_size=3),
+    st.none() | st.dictionaries(st.sampled_from(KEYS), st.sampled_from(["1", "a"]), max_size=1),
+)
+node_labels = st.dictionaries(st.sampled_from(KEYS), st.sampled_from(["1", "4", "a"]))
+
+
+@given(pod=pods, labels=node_labels)
+def test_every_node_a_pod_fits_carries_the_keys_it_requires(pod, labels):
+    """What `leaveAlone.nodeSelectorKeys` rests on: a pod left alone for a key can only be
+    placed on nodes that carry it."""
+    assert not pod_fits_node(pod, labels) or required_keys(pod) <= labels.keys()
 
 
 def test_discovery_takes_only_nodes_that_look_lightweight():

@@ -212,8 +212,13 @@ def scope_variables() -> list[Named]:
             "expression": f"{scheduler} in variables.leaveSchedulers"
             "\n|| (size(variables.leavePodLabels) > 0 && variables.leavePodLabels.all(k,"
             " k in variables.labels && variables.labels[k] == variables.leavePodLabels[k]))"
+            # a key every node the pod may land on carries (`scheduling.required_keys`): in
+            # the nodeSelector, or required by each term, by any operator but the two a node
+            # without it satisfies
             "\n|| variables.leaveNodeKeys.exists(k, k in variables.selector"
-            f" || variables.terms.exists(t, {expressions}.exists(e, has(e.key) && e.key == k)))",
+            "\n  || (size(variables.terms) > 0 && variables.terms.all(t,"
+            f" {expressions}.exists(e,\n    has(e.key) && e.key == k"
+            " && !(has(e.operator) && e.operator in ['NotIn', 'DoesNotExist'])))))",
         },
         {
             "name": "decided",

@@ -2,7 +2,11 @@
 
 A pod another system schedules (ACK cGPU selects `ack.node.gpu.schedule`, HAMi sets its
 `schedulerName`, gpushare pods carry their own labels) asks the same resources lwgpu reads,
-but is not lwgpu's to rewrite or refuse: the policy's `leaveAlone` names them.
+but is not lwgpu's to rewrite or refuse: the policy's `leaveAlone` names them. A node
+selector key marks such a pod only when every node it may be placed on carries the key
+(`webhook.scheduling.required_keys`): a pod that names the key to stay *off* those nodes
+(`DoesNotExist`, `NotIn`), or in one of several ORed terms, lands elsewhere, and leaving it
+alone would let any pod author step around the policy.
 
 With `wholeGPUPods: avoidLightweight`, a pod that asks whole GPUs and pins no lightweight
 class gets a required node affinity excluding every class. Node selector terms are ORed
@@ -15,9 +19,8 @@ from __future__ import annotations
 from typing import Any
 
 from webhook.api.types import KubeObject
-from webhook.api.workload import as_map
 from webhook.policy import Policy
-from webhook.scheduling import required_terms
+from webhook.scheduling import required_keys
 
 
 def other_system(spec: KubeObject, labels: KubeObject, policy: Policy) -> str | None:
@@ -28,12 +31,7 @@ def other_system(spec: KubeObject, labels: KubeObject, policy: Policy) -> str | 
         return f"schedulerName {scheduler} is another GPU-sharing system's (spec.leaveAlone)"
     if leave.pod_labels and all(labels.get(k) == v for k, v in leave.pod_labels.items()):
         return "its labels mark another GPU-sharing system's pod (spec.leaveAlone)"
-    keys = set(as_map(spec.get("nodeSelector")))
-    for term in required_terms(spec):
-        expressions = term.get("matchExpressions") if isinstance(term, dict) else None
-        for expression in expressions if isinstance(expressions, list) else []:
-            if isinstance(expression, dict) and isinstance(expression.get("key"), str):
-                keys.add(expression["key"])
+    keys = required_keys(spec) if leave.node_selector_keys else set()
     for key in leave.node_selector_keys:
         if key in keys:
             return f"it selects {key}, another GPU-sharing system's nodes (spec.leaveAlone)"
