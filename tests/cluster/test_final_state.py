@@ -24,12 +24,14 @@ from tests.cluster.apiserver_pods import ACK_PLACEMENTS
 from tests.support.builders import container, gpu_mem, pod, workload
 from tests.support.cluster import Namespace
 from tests.support.paths import SHIPPED_POLICY
+from tests.support.policies import policy_from_yaml
 from tools.cluster.controlplane import ControlPlane
 from tools.waiting import wait_for
 from webhook.compile import final_state_check
 from webhook.compile.final_state import NAME
 from webhook.core.decision import decide
 from webhook.files import load_policies
+from webhook.policy import PolicySet
 
 DENIED = f"ValidatingAdmissionPolicy '{NAME}' with binding '{NAME}' denied request: "
 UNREWRITTEN = (
@@ -85,6 +87,17 @@ WHILE_DOWN = {
 }
 DEPLOYMENT = workload("apps/v1", "Deployment", pod(gpu_mem(2)))
 DEPLOYMENT["spec"]["template"]["metadata"] = {"labels": {"app": "gpu"}}
+# The shipped policy with `allowSkip: false`: `lwgpu.io/skip` exempts nothing.
+NO_SKIP_YAML = SHIPPED_POLICY.read_text() + "  allowSkip: false\n"
+NO_SKIP = PolicySet((policy_from_yaml(NO_SKIP_YAML),))
+SKIP = {"lwgpu.io/skip": "true"}
+SKIPPING_DEPLOYMENT = copy.deepcopy(DEPLOYMENT)
+SKIPPING_DEPLOYMENT["metadata"]["annotations"] = dict(SKIP)
+# Objects `lwgpu.io/skip` exempts under the shipped policy, and where they ask GPU memory.
+SKIPPING = {
+    "pod": (pod(gpu_mem(2), annotations=dict(SKIP)), "spec.containers[0]", "Pod"),
+    "deployment": (SKIPPING_DEPLOYMENT, "spec.template.spec.containers[0]", "Deployment"),
+}
 # 40 init containers (every other one a sidecar) and 60 app containers, one asking memory: every
 # expression walks all of them, within the apiserver's cost limits (1,000,000 per expression,
 # 10,000,000 per binding: staging/src/k8s.io/apiserver/pkg/apis/cel/config.go).
@@ -168,6 +181,24 @@ def test_the_apiserver_type_checks_every_expression_clean(lwgpu, final_state):
     assert wait_for(checked, timeout=30)["typeChecking"] == {}  # no expressionWarnings
 
 
+@pytest.fixture
+def no_skip_check(lwgpu, namespace) -> Iterator[str]:
+    """The check compiled from `NO_SKIP`, bound to the test's namespace alone; its name."""
+    name = "lwgpu-test-no-skip"
+    check, binding = final_state_check(NO_SKIP)
+    for obj in (check, binding):
+        obj["metadata"]["name"] = name
+    binding["spec"]["policyName"] = name
+    only = {"kubernetes.io/metadata.name": namespace.name}
+    binding["spec"]["matchResources"] = {"namespaceSelector": {"matchLabels": only}}
+    objects = json.dumps({"apiVersion": "v1", "kind": "List", "items": [check, binding]})
+    lwgpu.plane.kubectl("create", "-f", "-", input=objects)
+    try:
+        yield name
+    finally:
+        lwgpu.plane.kubectl("delete", "-f", "-", input=objects)
+
+
 @pytest.mark.usefixtures("webhook_down")
 class TestWebhookDown:
     @pytest.mark.parametrize("case", WHILE_DOWN)
@@ -181,6 +212,26 @@ class TestWebhookDown:
         assert [_refusal(d) for d in (done, dry_create, dry_apply)] == [message] * 3, done.stderr
         if message is None:
             assert done.stdout.strip() == "pod/gpu created"
+
+    @pytest.mark.parametrize("case", SKIPPING)
+    def test_with_allow_skip_false_a_skipped_object_is_refused(
+        self, namespace, no_skip_check, case
+    ):
+        """`lwgpu.io/skip` passes the shipped check ("skipped pod" above), not one compiled
+        from a policy with `allowSkip: false`."""
+        obj, field, kind = SKIPPING[case]
+        denied = f"ValidatingAdmissionPolicy '{no_skip_check}' with binding '{no_skip_check}'"
+
+        def refused():
+            done = _create(namespace, obj, "create", "--dry-run=server")
+            return done.stderr if done.returncode else None
+
+        # the apiserver takes up a new policy from its informer, a moment after creation
+        stderr = wait_for(refused, timeout=30, what="the check of allowSkip: false")
+        message = stderr.strip().partition(f"{denied} denied request: ")[2]
+        assert message == f"lwgpu: {field} (cuda) asks GPU memory aliyun.com/gpu-mem=2" + (
+            UNREWRITTEN.format(kind=kind)
+        )
 
     def test_a_workload_template_that_asks_memory_is_refused(self, namespace):
         done = _create(namespace, DEPLOYMENT, "create")

@@ -11,7 +11,7 @@ The corpus is held to the shipped policy; generated objects to it and to the exa
 policies, which the webhook is given for the while (`Installation.set_policies`): a mixed
 fleet (`wholeGPUPods: avoidLightweight`, the keep-off affinity), and the per-team set, in a
 `research-*` namespace (`whenNoProfileFits: ignore`, two small classes) and in one the T4
-fleet governs (tolerations).
+fleet governs (tolerations), and the shipped policy with `allowSkip: false`.
 """
 
 from __future__ import annotations
@@ -20,28 +20,37 @@ import copy
 import os
 from collections import Counter
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 from hypothesis import HealthCheck, given, settings
 
 from tests.cluster.apiserver_pods import ACK_PLACEMENTS, objects
 from tests.cluster.rewrite_sides import Outcome, Sides, dry_create, installed, sides
-from tests.cluster.test_final_state import BIG_POD
+from tests.cluster.test_final_state import BIG_POD, NO_SKIP_YAML, SKIPPING
 from tests.support.builders import container, gpu_mem, pod
 from tests.support.manifests import corpus_files, documents
 from tests.support.paths import EXAMPLE_POLICIES, SHIPPED_POLICY
-from webhook.files import load_policies
+from webhook.policy import PolicySet, load_documents, policy_set
 
 FILES = corpus_files()
 TEAMS = (EXAMPLE_POLICIES / "per-team.yaml", EXAMPLE_POLICIES / "t4-vgpu-fleet.yaml")
 GIB_2 = pod(gpu_mem(2))
 MIB_2048 = pod(container(limits={"nvidia.com/gpumem": "2048"}))
+
+
+def files(*paths: Path) -> dict[str, str]:
+    """Policy files by name, as the webhook's ConfigMap holds them."""
+    return {p.name: p.read_text() for p in paths}
+
+
 # name -> (policy files, namespace prefix: the policy that governs them, a pod it rewrites)
 CONFIGURATIONS = {
-    "shipped": ((SHIPPED_POLICY,), "parity", GIB_2),
-    "mixed fleet": ((EXAMPLE_POLICIES / "mixed-fleet.yaml",), "parity", GIB_2),
-    "research": (TEAMS, "research-parity", GIB_2),
-    "T4 fleet": (TEAMS, "parity", MIB_2048),
+    "shipped": (files(SHIPPED_POLICY), "parity", GIB_2),
+    "mixed fleet": (files(EXAMPLE_POLICIES / "mixed-fleet.yaml"), "parity", GIB_2),
+    "research": (files(*TEAMS), "research-parity", GIB_2),
+    "T4 fleet": (files(*TEAMS), "parity", MIB_2048),
+    "no skipping": ({SHIPPED_POLICY.name: NO_SKIP_YAML}, "parity", GIB_2),
 }
 # Enough to meet every branch of the generator often, in about two minutes in all (two dry
 # runs of ~0.15 s each per object here). The same examples every run, so that a failure is
@@ -68,12 +77,12 @@ def verdict(webhook: Outcome, apiserver: Outcome) -> str:
 @pytest.fixture(scope="module", params=list(CONFIGURATIONS))
 def compared(request, lwgpu) -> Iterator[Sides]:
     """The webhook serving one configuration's policies, the same compiled beside it."""
-    paths, prefix, probe = CONFIGURATIONS[request.param]
+    served, prefix, probe = CONFIGURATIONS[request.param]
     plane = lwgpu.plane
-    lwgpu.set_policies({p.name: p.read_text() for p in paths})
+    lwgpu.set_policies(served)
     try:
         with (
-            installed(plane, load_policies(*paths)),
+            installed(plane, loaded(served)),
             sides(
                 plane, f"{prefix}-{list(CONFIGURATIONS).index(request.param)}-{os.getpid()}"
             ) as found,
@@ -81,10 +90,17 @@ def compared(request, lwgpu) -> Iterator[Sides]:
             found.await_sides(probe)
             yield found
     finally:
-        lwgpu.set_policies({SHIPPED_POLICY.name: SHIPPED_POLICY.read_text()})
+        lwgpu.set_policies(files(SHIPPED_POLICY))
         for (source, outcome), count in sorted(TALLY.items()):
             if source[0] == request.param:
                 print(f"parity: {request.param}: {source[1]}: {outcome}: {count}")
+
+
+def loaded(served: dict[str, str]) -> PolicySet:
+    """The policies of `served` loaded together, in name order, as the webhook loads them."""
+    errors: list[str] = []
+    found = [p for name in sorted(served) for p in load_documents(served[name], name, errors)]
+    return policy_set(found, errors)
 
 
 def compare(found: Sides, obj: dict, source: tuple[str, str]) -> tuple[Outcome, Outcome, str]:
@@ -123,6 +139,17 @@ def test_a_pod_naming_acks_nodes_is_left_alone_or_rewritten_alike(compared, case
     webhook, apiserver, outcome = compare(compared, obj, ("shipped", "leaveAlone"))
     assert outcome == ("stored" if left_alone else "stored, rewritten"), outcome
     assert webhook.stored == apiserver.stored
+
+
+@pytest.mark.parametrize("compared", ["no skipping"], indirect=True)
+@pytest.mark.parametrize("case", SKIPPING)
+def test_with_allow_skip_false_a_skipped_object_is_rewritten_alike(compared, case):
+    """`allowSkip: false`: `lwgpu.io/skip` on the pod or the workload exempts nothing."""
+    obj = SKIPPING[case][0]
+    webhook, apiserver, outcome = compare(compared, obj, ("no skipping", "lwgpu.io/skip"))
+    assert outcome == "stored, rewritten", outcome
+    assert webhook.stored == apiserver.stored
+    assert any("ignored lwgpu.io/skip" in w for w in webhook.warnings), webhook.warnings
 
 
 @settings(

@@ -55,6 +55,11 @@ def ignoring() -> Policy:
     return replace(default_policy(), when_no_profile_fits="ignore")
 
 
+def no_skipping() -> Policy:
+    """The shipped policy with `allowSkip: false`."""
+    return replace(default_policy(), allow_skip=False)
+
+
 def template_annotation(key: str, value: Any) -> Callable[[dict[str, Any]], None]:
     """An edit: set annotation `key` on the pod template."""
 
@@ -155,6 +160,30 @@ CASES: list[tuple[str, str, Callable[[dict[str, Any]], None], Callable[[], Polic
         default_policy,
         "skipped",
         "lwgpu.io/skip on the Deployment skips it but not its pods",
+    ),
+    (
+        "skip-not-allowed",
+        BINPACK,
+        template_annotation(SKIP, "true"),
+        no_skipping,
+        "mutated",
+        "ignored lwgpu.io/skip: policy 'default' sets allowSkip: false",
+    ),
+    (
+        "skip-on-deployment-not-allowed",
+        BINPACK,
+        own_annotation(SKIP, "1"),
+        no_skipping,
+        "mutated",
+        "ignored lwgpu.io/skip on the Deployment's metadata: policy 'default' sets allowSkip",
+    ),
+    (
+        "skip-false-not-allowed",
+        BINPACK,
+        template_annotation(SKIP, "false"),
+        no_skipping,
+        "mutated",
+        "->",
     ),
     (
         "memory-on-deployment",

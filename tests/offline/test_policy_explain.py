@@ -3,7 +3,7 @@
 import pytest
 
 from tests.support.cli import run_cli
-from tests.support.paths import EXAMPLE_POLICIES
+from tests.support.paths import EXAMPLE_POLICIES, SHIPPED_POLICY
 
 PER_TEAM = str(EXAMPLE_POLICIES / "per-team.yaml")
 
@@ -82,3 +82,13 @@ def test_a_misspelt_placement_is_a_load_error(tmp_path):
     code, out, _ = run_cli("policy", "check", str(path))
     assert code == 1
     assert out == f"error: {path}#0: spec.placement: must be exact or spillOver, got 'spillover'\n"
+
+
+@pytest.mark.parametrize("allow", [True, False])
+def test_explain_says_when_skipping_is_not_allowed(tmp_path, allow):
+    path = tmp_path / "policy.yaml"
+    path.write_text(SHIPPED_POLICY.read_text() + f"  allowSkip: {str(allow).lower()}\n")
+    code, out, _ = run_cli("policy", "explain", "team-a", "--policies", str(path))
+    assert code == 0
+    shown = "lwgpu.io/skip: ignored (allowSkip: false): no pod or workload opts out"
+    assert (shown in out.splitlines()) is not allow

@@ -222,7 +222,8 @@ def scope_variables() -> list[Named]:
         },
         {
             "name": "decided",
-            "expression": "variables.templateWritten && !variables.skipped"
+            "expression": "variables.templateWritten"
+            " && !(variables.skipped && variables.allowSkip)"
             " && variables.asksGPU && !variables.leftAlone",
         },
     ]

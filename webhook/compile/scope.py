@@ -5,7 +5,8 @@ The same objects as the webhook (`webhook.core.decision`, `webhook.core.lifecycl
 UPDATE that changes the template (never a Job's, whose template is immutable), in a
 namespace some policy governs, never kube-system or lwgpu-system; not a mirror pod, not a
 workload whose controller is a kind the webhook reviews, not one that `lwgpu.io/skip`
-skips. The scope is `matchConstraints` and `matchConditions`: a request outside it is not
+skips where the governing policy allows it (`allowSkip`, read in `checks.scope_variables`).
+The scope is `matchConstraints` and `matchConditions`: a request outside it is not
 evaluated at all, so no validation of it can fail.
 
 The governing policy is chosen on `request.namespace`, not `namespaceObject`: match

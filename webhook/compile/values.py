@@ -85,6 +85,7 @@ VALUES: dict[str, Callable[[Policy], str]] = {
     ),
     "avoidsLightweight": lambda p: "true" if p.whole_gpu_pods == "avoidLightweight" else "false",
     "exactPlacement": lambda p: "true" if p.placement == "exact" else "false",
+    "allowSkip": lambda p: "true" if p.allow_skip else "false",
 }
 # Only where a policy leaves unfitting asks alone (`whenNoProfileFits: ignore`).
 UNFITTING_VALUES: dict[str, Callable[[Policy], str]] = {

@@ -11,7 +11,9 @@ did, with a warning that its pods are still reviewed when they are created.
 `lwgpu.io/skip` is read as Kubernetes reads its own boolean annotations: with Go's
 `strconv.ParseBool` (`1 t T TRUE true True`, `0 f F FALSE false False`), and a value that is
 neither is reported and treated as unset (`pkg/controller/endpoint/endpoints_controller.go`,
-`syncService`, for `service.alpha.kubernetes.io/tolerate-unready-endpoints`).
+`syncService`, for `service.alpha.kubernetes.io/tolerate-unready-endpoints`). Anyone who may
+create a pod may set it, so a policy with `allowSkip: false` does not honour it: the object
+is decided, with a warning that says so.
 """
 
 from __future__ import annotations
@@ -27,7 +29,7 @@ def _warning(text: str) -> str:
 
 
 def skip(
-    template: KubeObject, outer: KubeObject, kind: str, prefix: str
+    template: KubeObject, outer: KubeObject, kind: str, prefix: str, policy: Policy
 ) -> tuple[str | None, tuple[str, ...]]:
     """(why the object is skipped, or None; warnings) from `lwgpu.io/skip`.
 
@@ -40,7 +42,7 @@ def skip(
     warnings = []
     for found, where in places:
         value = found.get(SKIP_ANNOTATION)
-        if value in BOOL_TRUE:
+        if value in BOOL_TRUE and policy.allow_skip:
             if where:
                 warnings.append(
                     _warning(
@@ -49,7 +51,14 @@ def skip(
                     )
                 )
             return f'annotation {SKIP_ANNOTATION}: "{value}"', tuple(warnings)
-        if value is not None and value not in BOOL_FALSE:
+        if value in BOOL_TRUE:
+            warnings.append(
+                _warning(
+                    f"ignored {SKIP_ANNOTATION}{where}: policy {policy.name!r} sets "
+                    "allowSkip: false"
+                )
+            )
+        elif value is not None and value not in BOOL_FALSE:
             warnings.append(_warning(f"ignored {SKIP_ANNOTATION}: {_not_bool(value, where)}"))
     return None, tuple(warnings)
 

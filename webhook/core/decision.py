@@ -96,7 +96,7 @@ def decide(
     annotations = as_map(as_map(template.get("metadata")).get("annotations"))
     outer = as_map(as_map(obj.get("metadata")).get("annotations"))
     prefix = field_path(path) + "." if path else ""
-    skipped, notes = skip(annotations, outer, str(name), prefix)
+    skipped, notes = skip(annotations, outer, str(name), prefix, policy)
     if skipped is not None:
         return Decision("skipped", obj, reason=skipped, warnings=notes)
     notes += misplaced(outer, annotations, policy, str(name), prefix)

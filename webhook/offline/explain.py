@@ -58,6 +58,8 @@ def _behaviour(policy: Policy) -> list[str]:
     ]
     if others:
         lines.append("left alone: " + ", ".join(others))
+    if not policy.allow_skip:
+        lines.append("lwgpu.io/skip: ignored (allowSkip: false): no pod or workload opts out")
     return lines
 
 

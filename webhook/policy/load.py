@@ -120,6 +120,7 @@ def _policy(doc: PolicyDocument, raw: Any) -> Policy | None:
             "wholeGPUPods",
             "leaveAlone",
             "placement",
+            "allowSkip",
         },
     )
     namespaces = doc.mapping(spec.get("namespaces"), "spec.namespaces", {"include", "exclude"})
@@ -144,6 +145,8 @@ def _policy(doc: PolicyDocument, raw: Any) -> Policy | None:
     whole_gpu_pods = load_whole_gpu_pods(doc, spec.get("wholeGPUPods"))
     leave_alone = load_leave_alone(doc, spec.get("leaveAlone"))
     placement = load_placement(doc, spec.get("placement"))
+    allow_skip = spec.get("allowSkip", Policy.allow_skip)
+    doc.check(isinstance(allow_skip, bool), "spec.allowSkip", "must be true or false")
     if len(doc.errors) > before:
         return None
     return Policy(
@@ -161,6 +164,7 @@ def _policy(doc: PolicyDocument, raw: Any) -> Policy | None:
         whole_gpu_pods=whole_gpu_pods,
         leave_alone=leave_alone,
         placement=placement,
+        allow_skip=allow_skip,
     )
 
 

@@ -69,9 +69,10 @@ class Profile:
 class LeaveAlone:
     """Pods another GPU-sharing system schedules (ACK cGPU, HAMi, gpushare): never touched.
 
-    A pod is theirs when its nodeSelector or required node affinity uses one of
-    `node_selector_keys`, its `schedulerName` is one of `scheduler_names`, or it carries
-    every label of `pod_labels`.
+    A pod is theirs when every node it may be placed on carries one of `node_selector_keys`
+    (its nodeSelector names the key, or each required node selector term requires it:
+    `webhook.scheduling.required_keys`), its `schedulerName` is one of `scheduler_names`, or
+    it carries every label of `pod_labels`.
     """
 
     node_selector_keys: tuple[str, ...] = ()
@@ -101,6 +102,8 @@ class Policy:
     # on every class that fits, preferring the smallest (`webhook.core.spill`).
     placement: Placement = "exact"
     leave_alone: LeaveAlone = field(default_factory=LeaveAlone)
+    # false: `lwgpu.io/skip` exempts no pod or workload, where pod authors must not opt out.
+    allow_skip: bool = True
 
     def with_discovered(self, discovered: Iterable[Profile]) -> Policy:
         """This policy plus the discovered classes its static profiles do not already select.
