@@ -10,9 +10,10 @@ PY := $(VENV)/bin/python
 
 .PHONY: run test test-fast lint typecheck fmt check ci helm image-test attacks-fast cluster cluster-up
 
-$(VENV)/.installed: requirements.txt requirements-dev.txt
+# Under requirements.lock as constraints: the tests run the versions the image installs.
+$(VENV)/.installed: requirements.txt requirements-dev.txt requirements.lock
 	$(PYTHON) -m venv $(VENV)
-	$(PY) -m pip install --quiet --disable-pip-version-check -r requirements.txt -r requirements-dev.txt
+	$(PY) -m pip install --quiet --disable-pip-version-check -r requirements.txt -r requirements-dev.txt -c requirements.lock
 	touch $@
 
 run: $(VENV)/.installed

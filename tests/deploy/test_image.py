@@ -19,6 +19,7 @@ import pytest
 from tests.support.deploy import SERVE_ARGS, named_container
 from tests.support.kubectl import requires_kubectl
 from tests.support.paths import DEPLOY, REPO
+from webhook import __version__
 
 CLI_CONTRACTS = [  # (container, module, command words): its flags must exist in that CLI
     (("Deployment", "lwgpu-webhook", "webhook"), "webhook", ["serve"]),
@@ -49,6 +50,16 @@ def test_container_flags_exist_in_the_cli(where, module, command):
     assert {f for f in flags if not re.search(rf"{re.escape(f)}\b", helped.stdout)} == set()
 
 
+def labels(stage: list[tuple[str, str]]) -> dict[str, str]:
+    """The LABEL key="value" pairs of a stage."""
+    return {
+        key: value
+        for instruction, args in stage
+        if instruction == "LABEL"
+        for key, value in re.findall(r'(\S+)="([^"]*)"', args)
+    }
+
+
 def dockerfile_stages() -> list[list[tuple[str, str]]]:
     """deploy/Dockerfile as stages of (INSTRUCTION, arguments), continuation lines joined."""
     text = re.sub(r"\s*\\\n\s*", " ", (DEPLOY / "Dockerfile").read_text())
@@ -64,21 +75,26 @@ def dockerfile_stages() -> list[list[tuple[str, str]]]:
 
 DOCKERFILE_CHECKS = [  # (what, check of [preamble, builder, final])
     (
-        "python 3.11 slim",
+        "python 3.11 slim, pinned by digest",
         lambda pre, build, final: (
-            pre == [("ARG", "PYTHON_IMAGE=python:3.11-slim-bookworm")]
+            len(pre) == 1
+            and re.fullmatch(
+                r"PYTHON_IMAGE=python:3\.11-slim-bookworm@sha256:[0-9a-f]{64}", pre[0][1]
+            )
+            is not None
             and (build[0], final[0])
             == (("FROM", "${PYTHON_IMAGE} AS builder"), ("FROM", "${PYTHON_IMAGE}"))
         ),
     ),
     (
-        "a runtime venv without pip, filled by the builder's own pip, no cache",
+        "a runtime venv without pip, filled from the hashed lock by the builder's own pip",
         lambda pre, build, final: (
             ("RUN", "python3 -m venv --without-pip /opt/venv && python3 -m venv /opt/pip") in build
+            and ("COPY", "requirements.lock /tmp/requirements.lock") in build
             and any(
                 i == "RUN"
                 and "/opt/pip/bin/pip --python /opt/venv/bin/python install --no-compile"
-                " -r /tmp/requirements.txt"
+                " --require-hashes --only-binary=:all: -r /tmp/requirements.lock"
                 in a
                 for i, a in build
             )
@@ -103,8 +119,40 @@ DOCKERFILE_CHECKS = [  # (what, check of [preamble, builder, final])
         ),
     ),
     (
-        "nothing installed in the final stage",
-        lambda pre, build, final: [i for i, _ in final if i == "RUN"] == [],
+        "the final stage installs nothing, it removes the base's pip, setuptools and wheel",
+        lambda pre, build, final: (
+            [a.split()[:2] for i, a in final if i == "RUN"] == [["rm", "-rf"]]
+            and all(
+                part in dict(final)["RUN"]
+                for part in (
+                    "/usr/local/bin/pip ",
+                    "site-packages/pip ",
+                    "site-packages/setuptools ",
+                    "site-packages/wheel ",
+                    "/usr/local/lib/python3*/ensurepip",
+                    "/usr/share/python-wheels",
+                )
+            )
+        ),
+    ),
+    (
+        "OCI labels: source, revision, licenses, version, base",
+        lambda pre, build, final: (
+            labels(final)
+            == {
+                "org.opencontainers.image.title": "lwgpu",
+                "org.opencontainers.image.description": (
+                    "Kubernetes admission webhook for lightweight GPU nodes"
+                ),
+                "org.opencontainers.image.version": __version__,
+                "org.opencontainers.image.source": "https://github.com/lwgpu/lwgpu",
+                "org.opencontainers.image.licenses": "Apache-2.0",
+                "org.opencontainers.image.revision": "${REVISION}",
+                "org.opencontainers.image.base.name": "${PYTHON_IMAGE}",
+            }
+            and ("ARG", "REVISION=unknown") in final
+            and ("ARG", "PYTHON_IMAGE") in final
+        ),
     ),
     (
         "copies the venv and the compiled packages from the builder, the policies",
@@ -142,7 +190,7 @@ def test_dockerignore_sends_only_what_the_image_copies():
     ]
     assert lines[0] == "*"
     assert {ln[1:] for ln in lines if ln.startswith("!")} == {
-        "requirements.txt",
+        "requirements.lock",
         "webhook/",
         "certs/",
         "policies/",

@@ -2,7 +2,8 @@
 
 Two servers run at once: one with the shipped policy (probes, a review, its identity, then
 SIGTERM) and one whose policy directory holds a broken file (/readyz). The other commands of
-the image run once each, with the same hardened flags.
+the image run once each, with the same hardened flags, and one walks the image's file system
+for an installer the base brought (pip, setuptools, wheel).
 """
 
 from __future__ import annotations
@@ -17,11 +18,12 @@ from typing import Any, NamedTuple
 
 import orjson
 
-from tools.image.build import size_mib
+from tools.image.build import revision, size_mib
 from tools.image.container import Containers, started
 from tools.image.fixtures import IMAGE_USER, certificates, policy_dir, seed_review
 from tools.image.probe import Answer, ask
 from tools.image.programs import podman, podman_ok
+from webhook import __version__
 
 MAX_MIB = 250
 TLS, POLICIES = "/etc/lwgpu/tls", "/etc/lwgpu/policies"
@@ -35,6 +37,23 @@ IMPORT_ALL = (
     "        if m.name.rpartition('.')[2] != '__main__':\n"
     "            importlib.import_module(m.name)\n"
     "print(len(sys.modules))\n"
+)
+# Any trace of an installer: its package or metadata, its wheel (ensurepip's, Debian's
+# python-wheels), its command, ensurepip itself. Printed one path a line.
+INSTALLERS = (
+    "import os, re\n"
+    "named = re.compile(r'(pip|setuptools|wheel)-.*\\.(dist-info|egg-info|whl)|"
+    "(pip|pip3|pip3\\.\\d+|wheel)|distutils-precedence\\.pth|python-wheels')\n"
+    "packages = {'pip', 'setuptools', 'wheel', 'pkg_resources', '_distutils_hack', 'ensurepip'}\n"
+    "for root, dirs, files in os.walk('/'):\n"
+    "    if root in ('/proc', '/sys', '/dev'):\n"
+    "        dirs[:] = []\n"
+    "        continue\n"
+    "    for name in dirs + files:\n"
+    "        path = os.path.join(root, name)\n"
+    "        package = name in packages and os.path.isfile(os.path.join(path, '__init__.py'))\n"
+    "        if package or named.fullmatch(name):\n"
+    "            print(path)\n"
 )
 
 
@@ -51,6 +70,22 @@ def size(image: str, base: str) -> Result:
     total, below = size_mib(image), size_mib(base)
     detail = f"{total:.1f} MiB: base {below:.1f} MiB + lwgpu layers {total - below:.1f} MiB"
     return Result(f"image size <= {MAX_MIB} MiB", total <= MAX_MIB, detail)
+
+
+def labels(image: str, base: str) -> Result:
+    """The OCI labels: this release, this commit, the license, the source, the base."""
+    found = orjson.loads(podman_ok("image", "inspect", "--format", "{{json .Labels}}", image))
+    prefix = "org.opencontainers.image."
+    wanted = {
+        "version": __version__,
+        "revision": revision(),
+        "licenses": "Apache-2.0",
+        "source": "https://github.com/lwgpu/lwgpu",
+        "base.name": base,
+    }
+    got = {key: found.get(prefix + key) for key in wanted}
+    detail = ", ".join(f"{key}={value}" for key, value in got.items())
+    return Result("OCI labels", got == wanted, detail)
 
 
 def _log_tail(name: str) -> str:
@@ -183,11 +218,23 @@ def commands(containers: Containers) -> Iterator[Result]:
         f"{imported.stderr.strip()[-500:] if imported.returncode else ''}"
     )
     yield Result("every module of webhook and certs imports from shipped bytecode", ok, detail)
+    walked = containers.once("-c", INSTALLERS, entrypoint="python")
+    left = walked.stdout.split()
+    piped = containers.once("-m", "pip", "--version", entrypoint="python")
+    ok = walked.returncode == 0 and left == [] and "No module named pip" in piped.stderr
+    detail = (
+        "no pip, setuptools or wheel on the file system; python -m pip: no module"
+        if ok
+        else f"exit {walked.returncode}: {left[:8]} {walked.stderr.strip()[-300:]}; "
+        f"python -m pip: {(piped.stdout + piped.stderr).strip()[-200:]}"
+    )
+    yield Result("no installer left in the image", ok, detail)
 
 
 def check_all(image: str, base: str, workdir: Path) -> Iterator[Result]:
     """Every check, in order; the containers are removed when this ends, however it ends."""
     yield size(image, base)
+    yield labels(image, base)
     with started(image) as containers:
         yield from served(containers, workdir)
         yield from commands(containers)
