@@ -28,8 +28,8 @@ from webhook.policy.yamldocs import YamlError, load_all
         ),
         (
             "profiles:\n- a\nname: x\nprofiles:\n- b\n",
-            "f.yaml: line 4: key 'profiles' repeats line 1 (kubectl refuses such a file):"
-            " keep one of them",
+            "f.yaml: line 4: key 'profiles' repeats line 1: kubectl would keep the last one"
+            " without a word; keep one of them",
         ),
         (
             "limits:\n  aliyun.com/gpu-mem: 2\n  'aliyun.com/gpu-mem': 4\n",
@@ -45,8 +45,8 @@ def test_errors_name_where(text, message):
 
 def test_a_key_beside_a_merge_overrides_it():
     """YAML's merge key: `b` written beside `<<` is no repetition of the merged `b`."""
-    text = "x: &a {b: 1}\ny:\n  <<: *a\n  b: 2\n"
-    assert load_all(text, "f.yaml") == [{"x": {"b": 1}, "y": {"b": 2}}]
+    text = "x: &a {b: 1}\nz:\n  <<: *a\n  b: 2\n"
+    assert load_all(text, "f.yaml") == [{"x": {"b": 1}, "z": {"b": 2}}]
 
 
 def test_documents():
