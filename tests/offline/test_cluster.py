@@ -66,11 +66,43 @@ def test_an_unreadable_nodes_file_exits_2(tmp_path):
     absent = tmp_path / "absent.yaml"
     unreadable = f"error: {absent}: cannot read: no such file or directory"
     code, out, err = run_cli("policy", "check", MIXED, "--nodes", str(absent))
-    assert code == 2 and out.startswith("ok: ")
+    assert code == 2 and out == ""
     assert err == f"python -m webhook policy check: {unreadable}\n"
     code, _, err = run_cli("review", MIXED, "--nodes", str(absent))
     assert code == 2
     assert err.splitlines()[-1] == f"python -m webhook review: {unreadable}"
+
+
+TABLE = """NAME     STATUS   ROLES    AGE   VERSION
+node-a   Ready    <none>   3d    v1.32.1
+"""
+NOT_NODES = "only text, not objects (`kubectl get nodes` prints a table, `-o name` names)"
+
+
+@pytest.mark.parametrize(
+    "text, held",
+    [
+        (TABLE, NOT_NODES),
+        ("node/node-a\nnode/node-b\n", NOT_NODES),
+        (json.dumps(pod(gpu_mem(2))), "only a Pod"),
+        (
+            json.dumps({"kind": "List", "items": [pod(gpu_mem(2)), pod(gpu_mem(1)), {"a": 1}]}),
+            "only 2 Pods and an object without a kind",
+        ),
+    ],
+    ids=["table", "names", "a pod", "a list"],
+)
+def test_a_nodes_file_without_nodes_exits_2_saying_what_it_holds(tmp_path, text, held):
+    """Read as an empty fleet, it reported every class as matching no node, exit 0."""
+    path = tmp_path / "nodes.yaml"
+    path.write_text(text)
+    for command in (("policy", "check", MIXED), ("review", MIXED)):
+        code, out, err = run_cli(*command, "--nodes", str(path))
+        assert code == 2 and "matches no node" not in out + err, command
+        assert err.splitlines()[-1].endswith(
+            f"error: {path}: no Node in it, {held}; write it with"
+            f" `kubectl get nodes -o yaml > {path}`"
+        ), command
 
 
 def test_review_names_the_governing_policy_and_checks_placement(tmp_path):

@@ -90,6 +90,7 @@ def configure(parser: argparse.ArgumentParser) -> None:
 
 def run_check(args: argparse.Namespace) -> int:
     """Load every path as one set; print what loaded or every error; 1 if any is invalid."""
+    nodes = nodes_from(args)  # a --nodes that cannot be used is a usage error, found first
     try:
         policies = load_policies(*args.paths)
     except PolicyError as err:
@@ -101,7 +102,6 @@ def run_check(args: argparse.Namespace) -> int:
         classes = ", ".join(f"{p.name}={p.memory_mib}Mi" for p in policy.profiles)
         placement = "; placement: spillOver" if policy.placement == "spillOver" else ""
         print(f"ok: {policy.source}: policy {policy.name!r}: {classes}{placement}")
-    nodes = nodes_from(args)
     if nodes is not None:
         for finding in policy_findings(policies, nodes):
             print(f"warning: {finding}")

@@ -8,7 +8,8 @@ other GPU node exists, and (for review) a pod whose final placement matches no n
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections import Counter
+from collections.abc import Mapping, Sequence
 
 from webhook.api.names import COUNT_LABEL, GPU_RESOURCE, MEM_LABEL
 from webhook.api.types import KubeObject
@@ -16,15 +17,18 @@ from webhook.api.workload import as_map
 from webhook.policy import Policy, PolicySet
 from webhook.scheduling import carries, looks_lightweight, pod_fits_node
 
-from .manifests import read_documents
+from .manifests import InputError, Manifest, read_documents
 
 Nodes = Mapping[str, Mapping[str, str]]  # node name -> labels
 
 
 def read_nodes(path: str) -> dict[str, dict[str, str]]:
-    """The labels of every Node in `path` (raises `InputError` when it cannot be read)."""
+    """The labels of every Node in `path`; raises `InputError` when it cannot be read, or
+    holds no Node: read as an empty fleet, a `kubectl get nodes` table or a Deployment would
+    report every class unmatched."""
     nodes: dict[str, dict[str, str]] = {}
-    for document in read_documents([path]):
+    documents = read_documents([path])
+    for document in documents:
         body = as_map(document.body)
         if body.get("kind") != "Node":
             continue
@@ -33,7 +37,29 @@ def read_nodes(path: str) -> dict[str, dict[str, str]]:
         if GPU_RESOURCE in as_map(as_map(body.get("status")).get("capacity")):
             labels.setdefault(COUNT_LABEL, "?")  # a GPU node even where no label says so
         nodes[str(metadata.get("name") or document.where)] = labels
+    if not nodes:
+        raise InputError(
+            f"{path}: no Node in it, only {_held(documents)}; write it with"
+            f" `kubectl get nodes -o yaml > {path}`"
+        )
     return nodes
+
+
+def _held(documents: Sequence[Manifest]) -> str:
+    """What the documents are, in a few words: `a Deployment and 2 Services`, or text."""
+    kinds = Counter(
+        str(document.body.get("kind") or "object without a kind")
+        if isinstance(document.body, dict)
+        else "text"
+        for document in documents
+    )
+    if set(kinds) == {"text"}:
+        return "text, not objects (`kubectl get nodes` prints a table, `-o name` names)"
+    words = [
+        f"{'an' if kind[0] in 'AEIOUaeiou' else 'a'} {kind}" if count == 1 else f"{count} {kind}s"
+        for kind, count in kinds.items()
+    ]
+    return " and ".join([", ".join(words[:-1]), words[-1]] if len(words) > 1 else words)
 
 
 def _is_gpu_node(labels: Mapping[str, str]) -> bool:
