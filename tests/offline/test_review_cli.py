@@ -186,6 +186,41 @@ def test_directory_input(tmp_path):
     ]
 
 
+def test_files_of_tools_in_a_directory_are_left_out_with_a_warning(tmp_path):
+    """A chart's values.yaml and Chart.yaml and a kustomization.yaml beside the manifests are
+    no objects for the cluster: reviewed, they broke `kubectl apply` of review's output."""
+    (tmp_path / "a.yaml").write_text(dump_all(HAMI), encoding="utf-8")
+    (tmp_path / "values.yaml").write_text("replicaCount: 2\n", encoding="utf-8")
+    (tmp_path / "Chart.yaml").write_text("apiVersion: v2\nname: x\n", encoding="utf-8")
+    kustomization = {"apiVersion": "kustomize.config.k8s.io/v1beta1", "kind": "Kustomization"}
+    (tmp_path / "kustomization.yaml").write_text(dump_all(kustomization), encoding="utf-8")
+    code, out, err = run_cli("review", str(tmp_path))
+    assert code == 0
+    assert [doc["metadata"]["name"] for doc in yaml.safe_load_all(out)] == ["hami"]
+    left_out = [line for line in err.splitlines() if "left out" in line]
+    assert left_out == [
+        f"warning: {tmp_path / 'Chart.yaml'}#0: left out: no apiVersion and kind: not a"
+        " Kubernetes object",
+        f"warning: {tmp_path / 'kustomization.yaml'}#0: left out: a Kustomization of"
+        " kustomize.config.k8s.io/v1beta1, read by a tool, not the cluster; `kubectl kustomize"
+        " DIR | lwgpu review -` reviews what it builds",
+        f"warning: {tmp_path / 'values.yaml'}#0: left out: no apiVersion and kind: not a"
+        " Kubernetes object",
+    ]
+
+
+@pytest.mark.parametrize(
+    ("objects", "code"), [((HAMI,), 1), ((CRONJOB,), 1), ((TWO_GPUS,), 1), ((HAMI_STORED,), 0)]
+)
+def test_exit_code_says_whether_anything_would_change(objects, code):
+    """`--exit-code`: 1 when an object would be rewritten (or is denied), as `kubectl diff`
+    exits 1 when something would change; 0 for objects already in their final form."""
+    assert run_cli("review", "-", "-o", "diff", "--exit-code", stdin=dump_all(*objects))[0] == code
+    assert run_cli("review", "-", "-o", "diff", stdin=dump_all(*objects))[0] == (
+        1 if objects == (TWO_GPUS,) else 0
+    )
+
+
 def test_namespace_flag_governs_manifests_without_one():
     """`--namespace` applies to manifests that name none; kube-system is not governed."""
     assert (

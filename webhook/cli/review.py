@@ -1,7 +1,9 @@
 """`lwgpu review`: the offline dry run of the decision, for people and CI.
 
 Exit codes: 0 every object allowed, 1 any denied (or, with `--nodes`, any admitted pod
-placed on no node), 2 unreadable input, bad policy or usage error (message on stderr).
+placed on no node; with `--exit-code`, any object rewritten), 2 unreadable input, bad
+policy or usage error (message on stderr). A document that is no Kubernetes object (a Helm
+`values.yaml`, a `kustomization.yaml` in a reviewed directory) is left out, with a warning.
 With `--nodes`, the policy findings of `policy check --nodes` are warnings on stderr.
 An unreadable file is reported and the others are still reviewed and printed; the exit
 code is then 2.
@@ -15,7 +17,7 @@ import sys
 from webhook.offline.cluster import policy_findings
 from webhook.offline.manifests import InputError, read_inputs
 from webhook.offline.outputs import print_outputs
-from webhook.offline.review import Verdict, review_document, unplaced
+from webhook.offline.review import Verdict, left_out, review_document, unplaced
 
 from .conventions import EXIT_FOUND, EXIT_OK, EXIT_USAGE, UsageError, say_error
 from .options import add_nodes, add_policies, nodes_from, policies_from
@@ -56,6 +58,11 @@ def configure(parser: argparse.ArgumentParser) -> None:
         default="default",
         help="namespace for manifests that name none (default: %(default)s)",
     )
+    parser.add_argument(
+        "--exit-code",
+        action="store_true",
+        help="exit 1 also when an object would be rewritten, as kubectl diff does",
+    )
     add_nodes(
         parser,
         "exit 1 when an admitted pod's final nodeSelector and required node affinity match "
@@ -77,6 +84,10 @@ def run(args: argparse.Namespace) -> int:
     documents, errors = read_inputs(args.paths)
     verdicts: list[Verdict] = []
     for doc in documents:
+        reason = left_out(doc)
+        if reason:
+            print(f"warning: {doc.where}: left out: {reason}", file=sys.stderr)
+            continue
         try:
             verdicts.append(review_document(doc, policies, args.namespace))
         except InputError as err:
@@ -99,4 +110,6 @@ def run(args: argparse.Namespace) -> int:
         )
     if errors:
         return EXIT_USAGE
-    return EXIT_OK if all(v["allowed"] for v in verdicts) and not unplaceable else EXIT_FOUND
+    changed = args.exit_code and any(v["outcome"] == "mutated" for v in verdicts)
+    found = unplaceable or changed or not all(v["allowed"] for v in verdicts)
+    return EXIT_FOUND if found else EXIT_OK

@@ -38,6 +38,29 @@ class Verdict(TypedDict):
     review: NotRequired[AdmissionReview]  # the server's answer, for an AdmissionReview input
 
 
+# Groups of files that sit beside manifests but are read by a tool, never by the apiserver.
+TOOL_GROUPS = {
+    "kustomize.config.k8s.io": "`kubectl kustomize DIR | lwgpu review -` reviews what it builds",
+    "config.kubernetes.io": "a KRM function's configuration",
+}
+
+
+def left_out(doc: Manifest) -> str | None:
+    """Why a document is no object for the cluster and is left out of the review (None: it
+    is one): a mapping without `apiVersion` and `kind` (a Helm `values.yaml` or
+    `Chart.yaml`), or a kustomize file. `kubectl apply` of review's output would fail on it."""
+    body = doc.body
+    if not isinstance(body, dict):
+        return None  # not a mapping at all: an input error, as before
+    api, kind = body.get("apiVersion"), body.get("kind")
+    if not (isinstance(api, str) and api and isinstance(kind, str) and kind):
+        return "no apiVersion and kind: not a Kubernetes object"
+    group, slash, _ = api.partition("/")
+    if slash and group in TOOL_GROUPS:
+        return f"a {kind} of {api}, read by a tool, not the cluster; {TOOL_GROUPS[group]}"
+    return None
+
+
 def review_document(doc: Manifest, policies: PolicySet, default_ns: str) -> Verdict:
     """Decide one document (an AdmissionReview, or a manifest in namespace `default_ns` when
     it names none); raise `InputError` for a document that is neither."""
