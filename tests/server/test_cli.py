@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import json
 import re
 import shlex
 import shutil
@@ -129,7 +130,9 @@ def test_development_certificate_is_created_once(tmp_path, monkeypatch, capsys):
 
 
 @pytest.mark.skipif(shutil.which("curl") is None, reason="curl is not installed")
-def test_serve_without_tls_flags_answers_the_printed_curl(tmp_path):
+def test_serve_without_tls_flags_answers_the_printed_curls(tmp_path):
+    """The two hints `make run` prints work as printed: /healthz, and the example
+    AdmissionReview of a GPU-memory Pod sent to /mutate, answered with the rewrite."""
     dev = tmp_path / "dev-certs"
     server = start(
         tmp_path,
@@ -139,23 +142,32 @@ def test_serve_without_tls_flags_answers_the_printed_curl(tmp_path):
         ca=dev / "ca.crt",
     )
     try:
-        hint = wait_for(
-            lambda: re.search(r"try: (curl .*)", server.stderr.read_text()), what="the curl hint"
+        hints = wait_for(
+            lambda: re.findall(r"(?:try|and): (curl .*)", server.stderr.read_text()),
+            what="the curl hints",
         )
-        command = shlex.split(hint.group(1))
-        answer = subprocess.run(
-            command, cwd=REPO, capture_output=True, text=True, timeout=30, check=False
-        )
+        commands = [shlex.split(hint) for hint in hints]
+        answers = [
+            subprocess.run(
+                command, cwd=REPO, capture_output=True, text=True, timeout=30, check=False
+            )
+            for command in commands
+        ]
     finally:
         server.stop()
-    assert command == [
-        "curl",
-        "--cacert",
-        str(dev / "ca.crt"),
-        f"https://localhost:{server.port}/healthz",
-    ]
-    assert answer.returncode == 0, answer.stderr
-    assert answer.stdout == '{"status":"ok"}'
+    ca, base = str(dev / "ca.crt"), f"https://localhost:{server.port}"
+    assert commands == [
+        ["curl", "--cacert", ca, f"{base}/healthz"],
+        [
+            "curl", "--cacert", ca, "-H", "Content-Type: application/json",
+            "--data", "@examples/admission-review.json", f"{base}/mutate",
+        ],
+    ]  # fmt: skip
+    assert [answer.returncode for answer in answers] == [0, 0], [a.stderr for a in answers]
+    assert answers[0].stdout == '{"status":"ok"}'
+    response = json.loads(answers[1].stdout)["response"]
+    assert response["allowed"] and response["patchType"] == "JSONPatch"
+    assert "GRID-P4-2Q" in " ".join(response["warnings"])
 
 
 @pytest.mark.parametrize("reuse_port", [True, False], ids=["a gunicorn worker", "any listener"])

@@ -20,6 +20,9 @@ from .conventions import EXIT_OK, UsageError
 from .options import add_policies
 
 DEV_CERTS = Path(".dev-certs")  # in the directory `serve` runs in (git-ignored in the checkout)
+# A GPU-memory Pod's AdmissionReview as kube-apiserver sends it, in the checkout: the hint's
+# second curl sends it to /mutate.
+EXAMPLE_REVIEW = Path("examples/admission-review.json")
 DEV_SERVICE = "lwgpu-webhook"
 DEV_NAMESPACE = "lwgpu-system"
 
@@ -129,11 +132,16 @@ def development_pair(port: int) -> tuple[Path, Path]:
             f"cannot create the development certificate in {DEV_CERTS}: {exc}"
         ) from None
     ca = DEV_CERTS / "ca.crt"
-    print(
-        f"webhook serve: no --tls-* flags, serving the development certificate from {DEV_CERTS}\n"
+    hint = [
+        f"webhook serve: no --tls-* flags, serving the development certificate from {DEV_CERTS}",
         f"  try: curl --cacert {_shown(ca)} https://localhost:{port}/healthz",
-        file=sys.stderr,
-    )
+    ]
+    if EXAMPLE_REVIEW.is_file():
+        hint.append(
+            f"  and: curl --cacert {_shown(ca)} -H 'Content-Type: application/json'"
+            f" --data @{_shown(EXAMPLE_REVIEW)} https://localhost:{port}/mutate"
+        )
+    print("\n".join(hint), file=sys.stderr)
     return DEV_CERTS / "tls.crt", DEV_CERTS / "tls.key"
 
 
