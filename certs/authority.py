@@ -26,6 +26,13 @@ KEY_TYPES = ("ecdsa-p256", "rsa-2048")
 # clock of the Job that issued them, and a not-yet-valid certificate fails every call.
 BACKDATE = timedelta(minutes=5)
 
+# Default lifetimes: a short-lived serving certificate (renewed by the daily rotation under the
+# same CA, so a stolen serving key is good for 90 days at most) and a CA long enough that its
+# roll, which needs the install to rewrite every caBundle, is a rare event (rotation.py says
+# when each is renewed).
+SERVING_DAYS = 90
+CA_DAYS = 5 * 365
+
 _DNS_LABEL = re.compile(r"[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?")
 
 
@@ -35,8 +42,8 @@ class Spec:
 
     service: str
     namespace: str
-    days: int = 365
-    ca_days: int = 3650
+    days: int = SERVING_DAYS
+    ca_days: int = CA_DAYS
     dns: tuple[str, ...] = ()
     ips: tuple[str, ...] = ()
     key_type: str = "ecdsa-p256"

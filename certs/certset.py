@@ -1,9 +1,12 @@
 """A certificate set as files: CA bundle, CA key, serving certificate and key, checked on load.
 
-The same four names are the file names in a directory and the data keys of the
-``kubernetes.io/tls`` Secret, so one codec serves both places. ``ca.key`` travels with the
-set because renewing the serving certificate under the same CA needs it (as Gatekeeper's
-cert-controller keeps it); ``ca.crt`` may hold several CAs while an old one is retired.
+The same four names are the file names in a directory and the data keys of the Secrets the
+installer keeps, so one codec serves both places. In a directory (development) the four live
+together. In the cluster they are split by who must read them: the CA (``ca.crt``, ``ca.key``:
+an ``Authority``) in a Secret only the certificate Jobs read, since renewing the serving
+certificate under the same CA needs the key (as Gatekeeper's cert-controller keeps it), and
+``tls.crt``/``tls.key`` in the Secret the webhook mounts. ``ca.crt`` may hold several CAs
+while an old one is retired.
 """
 
 from __future__ import annotations
@@ -25,6 +28,68 @@ SECRET_KEYS = frozenset({CA_KEY, TLS_KEY})
 
 
 @dataclass(frozen=True)
+class Authority:
+    """A CA that signs: ``bundle[0]`` is the certificate of ``key``; the rest are older CAs
+    still trusted until they expire."""
+
+    bundle: tuple[x509.Certificate, ...]
+    key: PrivateKey
+
+    def bundle_pem(self) -> bytes:
+        """Every CA the apiserver must trust, PEM, current first."""
+        return b"".join(c.public_bytes(serialization.Encoding.PEM) for c in self.bundle)
+
+    def to_files(self) -> dict[str, bytes]:
+        """``ca.crt`` and ``ca.key`` (unencrypted PKCS#8)."""
+        return {CA_CRT: self.bundle_pem(), CA_KEY: _key_pem(self.key)}
+
+    @classmethod
+    def from_files(cls, files: Mapping[str, bytes], source: str) -> Authority:
+        """Parse ``ca.crt`` and ``ca.key`` and check that the key is a CA's in the bundle."""
+        missing = [name for name in (CA_CRT, CA_KEY) if name not in files]
+        if missing:
+            raise CertError(f"{source}: incomplete CA, missing {', '.join(missing)}")
+        bundle = _load_certs(files[CA_CRT], f"{source}/{CA_CRT}")
+        key = _load_key(files[CA_KEY], f"{source}/{CA_KEY}")
+        current = [ca for ca in bundle if _same_public_key(ca, key)]
+        if not current:
+            raise CertError(f"{source}: {CA_KEY} does not match any certificate in {CA_CRT}")
+        if not _is_ca(current[0]):
+            raise CertError(f"{source}: the {CA_CRT} certificate matching {CA_KEY} is not a CA")
+        return cls((current[0], *(ca for ca in bundle if ca != current[0])), key)
+
+
+def load_serving(
+    files: Mapping[str, bytes], source: str
+) -> tuple[x509.Certificate, PrivateKey] | None:
+    """The serving certificate and key of ``tls.crt``/``tls.key``; None when both are absent.
+
+    One without the other, a file that does not parse, or a key that does not match is a
+    CertError: what cannot be read is never overwritten.
+    """
+    present = [name for name in (TLS_CRT, TLS_KEY) if name in files]
+    if not present:
+        return None
+    if len(present) == 1:
+        missing = TLS_KEY if present == [TLS_CRT] else TLS_CRT
+        raise CertError(f"{source}: incomplete certificate set, missing {missing}")
+    return _load_pair(files, source)
+
+
+def _load_pair(files: Mapping[str, bytes], source: str) -> tuple[x509.Certificate, PrivateKey]:
+    cert = _load_certs(files[TLS_CRT], f"{source}/{TLS_CRT}")[0]
+    key = _load_key(files[TLS_KEY], f"{source}/{TLS_KEY}")
+    if not _same_public_key(cert, key):
+        raise CertError(f"{source}: {TLS_KEY} does not match {TLS_CRT}")
+    return cert, key
+
+
+def signed_by_any(cert: x509.Certificate, bundle: tuple[x509.Certificate, ...]) -> bool:
+    """Whether a CA of the bundle signed the certificate."""
+    return any(_issued_by(cert, ca) for ca in bundle)
+
+
+@dataclass(frozen=True)
 class CertSet:
     """A consistent set: ``ca_bundle[0]`` is the CA of ``ca_key``; ``cert`` chains to the bundle."""
 
@@ -38,9 +103,21 @@ class CertSet:
         """The current CA, the one new serving certificates are signed with."""
         return self.ca_bundle[0]
 
+    @property
+    def authority(self) -> Authority:
+        """The CA part of the set: what the CA Secret holds."""
+        return Authority(self.ca_bundle, self.ca_key)
+
     def bundle_pem(self) -> bytes:
         """Every CA the apiserver must trust, PEM, current first."""
-        return b"".join(c.public_bytes(serialization.Encoding.PEM) for c in self.ca_bundle)
+        return self.authority.bundle_pem()
+
+    def serving_files(self) -> dict[str, bytes]:
+        """``tls.crt`` and ``tls.key``: what the Secret the webhook mounts holds."""
+        return {
+            TLS_CRT: self.cert.public_bytes(serialization.Encoding.PEM),
+            TLS_KEY: _key_pem(self.key),
+        }
 
     def ca_bundle_b64(self) -> str:
         """The ``caBundle`` field of a webhook configuration: base64 of the PEM bundle."""
@@ -52,12 +129,7 @@ class CertSet:
 
     def to_files(self) -> dict[str, bytes]:
         """File name -> PEM bytes, keys as unencrypted PKCS#8."""
-        return {
-            CA_CRT: self.bundle_pem(),
-            CA_KEY: _key_pem(self.ca_key),
-            TLS_CRT: self.cert.public_bytes(serialization.Encoding.PEM),
-            TLS_KEY: _key_pem(self.key),
-        }
+        return {**self.authority.to_files(), **self.serving_files()}
 
     @classmethod
     def from_files(cls, files: Mapping[str, bytes], source: str) -> CertSet:
@@ -65,22 +137,11 @@ class CertSet:
         missing = [name for name in FILE_NAMES if name not in files]
         if missing:
             raise CertError(f"{source}: incomplete certificate set, missing {', '.join(missing)}")
-        bundle = _load_certs(files[CA_CRT], f"{source}/{CA_CRT}")
-        certs = _load_certs(files[TLS_CRT], f"{source}/{TLS_CRT}")
-        ca_key = _load_key(files[CA_KEY], f"{source}/{CA_KEY}")
-        key = _load_key(files[TLS_KEY], f"{source}/{TLS_KEY}")
-        current = [ca for ca in bundle if _same_public_key(ca, ca_key)]
-        if not current:
-            raise CertError(f"{source}: {CA_KEY} does not match any certificate in {CA_CRT}")
-        if not _is_ca(current[0]):
-            raise CertError(f"{source}: the {CA_CRT} certificate matching {CA_KEY} is not a CA")
-        cert = certs[0]
-        if not _same_public_key(cert, key):
-            raise CertError(f"{source}: {TLS_KEY} does not match {TLS_CRT}")
-        if not any(_issued_by(cert, ca) for ca in bundle):
+        authority = Authority.from_files(files, source)
+        cert, key = _load_pair(files, source)
+        if not signed_by_any(cert, authority.bundle):
             raise CertError(f"{source}: {TLS_CRT} is not signed by any CA in {CA_CRT}")
-        ordered = (current[0], *(ca for ca in bundle if ca != current[0]))
-        return cls(ordered, ca_key, cert, key)
+        return cls(authority.bundle, authority.key, cert, key)
 
 
 def _load_certs(data: bytes, where: str) -> list[x509.Certificate]:

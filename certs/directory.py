@@ -8,7 +8,7 @@ from datetime import UTC, datetime
 
 from cryptography import x509
 
-from .authority import Spec
+from .authority import CA_DAYS, SERVING_DAYS, Spec
 from .errors import CertError
 from .rotation import Plan, ensure, not_after_text, plan
 from .store import load_dir, write_dir
@@ -19,8 +19,8 @@ def generate(
     service: str,
     namespace: str,
     *,
-    days: int = 365,
-    ca_days: int = 3650,
+    days: int = SERVING_DAYS,
+    ca_days: int = CA_DAYS,
     dns: Sequence[str] = (),
     ips: Sequence[str] = (),
     key_type: str = "ecdsa-p256",

@@ -1,10 +1,15 @@
 """The renewal rule and the CA bundle across a CA rotation.
 
-Like Gatekeeper's cert-controller and Kyverno's renewer: a certificate is renewed once less
-than a third of its lifetime is left. A renewed CA does not leave the bundle at once: the
-old CA stays in ``ca.crt`` until it expires. Serving certificates are never issued past
-their CA's expiry (see ``authority.issue_serving``), so by then every serving certificate it
-signed has expired too, and no apiserver call fails while pods still serve the old one.
+Like Gatekeeper's cert-controller, Kyverno's renewer and cert-manager's default
+``renewBefore``: a certificate is renewed once less than a third of its lifetime is left. The
+rule scales with the lifetime: with the defaults (90-day serving certificates, a 5-year CA) a
+serving certificate is renewed from day 60, leaving 30 daily rotation runs to succeed before
+it expires, and the CA from about day 1217, some 600 days before it expires, which leaves the
+install (the one run that may change the caBundle) many chances to roll it. A renewed CA does
+not leave the bundle at once: the old CA stays in ``ca.crt`` until it expires. Serving
+certificates are never issued past their CA's expiry (see ``authority.issue_serving``), so by
+then every serving certificate it signed has expired too, and no apiserver call fails while
+pods still serve the old one.
 """
 
 from __future__ import annotations
@@ -14,8 +19,8 @@ from datetime import datetime
 
 from cryptography import x509
 
-from .authority import Spec, covers, issue_ca, issue_serving, key_type_of
-from .certset import CertSet
+from .authority import PrivateKey, Spec, covers, issue_ca, issue_serving, key_type_of
+from .certset import Authority, CertSet, signed_by_any
 from .errors import CertError
 
 RENEW_WHEN_LEFT = 1 / 3
@@ -93,6 +98,32 @@ def ensure(
     if not the_plan.needed:
         return existing, False
     return apply(existing, the_plan, spec, now), True
+
+
+def from_parts(
+    authority: Authority,
+    serving: tuple[x509.Certificate, PrivateKey] | None,
+    spec: Spec,
+    now: datetime,
+) -> tuple[CertSet, bool]:
+    """The set of a CA and the serving pair stored apart from it; True when the pair had to be
+    issued: none was stored, or no CA of the bundle signed it (the CA was replaced)."""
+    if serving is not None and signed_by_any(serving[0], authority.bundle):
+        return CertSet(authority.bundle, authority.key, *serving), False
+    cert, key = issue_serving(spec, authority.bundle[0], authority.key, now)
+    return CertSet(authority.bundle, authority.key, cert, key), True
+
+
+def renew_serving(cert_set: CertSet, spec: Spec, now: datetime) -> tuple[CertSet, tuple[str, ...]]:
+    """The daily rotation's share of the plan: the serving certificate re-issued under the
+    current CA when it is due; never the CA, whose change needs a new caBundle. Returns the
+    set and the reasons left to the install (a CA due, old CAs to drop)."""
+    the_plan = plan(cert_set, now, spec)
+    serving = _serving_reasons(cert_set, now, spec)
+    left = tuple(reason for reason in the_plan.reasons if reason not in serving)
+    if not serving:
+        return cert_set, left
+    return apply(cert_set, Plan(renew_serving=True), spec, now), left
 
 
 def _serving_reasons(cert_set: CertSet, now: datetime, spec: Spec | None) -> list[str]:

@@ -2,8 +2,8 @@
 leaves, for tests/certs/test_install_interrupted.py.
 
 `Stepped` runs the command as tests/certs/stepped_install.py does (a real process on the real
-kube-apiserver of the session); `observe` reads the Secret and every caBundle back and says
-whether a TLS handshake with the Secret's serving certificate verifies against each caBundle,
+kube-apiserver of the session); `observe` reads the Secrets and every caBundle back and says
+whether a TLS handshake with the serving Secret's certificate verifies against each caBundle,
 the invariant: never a caBundle that does not verify the serving certificate.
 """
 
@@ -24,8 +24,8 @@ from cryptography import x509
 from cryptography.hazmat.primitives import hashes
 from kubernetes.client.exceptions import ApiException
 
-from certs import CertSet
-from tests.certs.install_cluster import SECRET, Cluster
+from certs.certset import Authority, load_serving, signed_by_any
+from tests.certs.install_cluster import BUNDLE, CA_SECRET, SECRET, Cluster
 from tests.support.certs import handshake, tls_server
 from tests.support.paths import REPO
 from tools.cluster.controlplane import environment
@@ -35,9 +35,11 @@ STEP_TIMEOUT_S = 60
 
 
 def install_args(cluster: Cluster) -> list[str]:
-    """`python -m certs` arguments for the cluster's Secret and its three configurations."""
+    """`python -m certs` arguments for the cluster's Secrets, ConfigMap and its three
+    configurations."""
     return [
         *("install", "--namespace", cluster.ns, "--service", "lwgpu", "--secret", SECRET),
+        *("--ca-secret", CA_SECRET, "--ca-configmap", BUNDLE),
         *("--days", str(cluster.spec.days), "--ca-days", str(cluster.spec.ca_days)),
         *("--webhook-config", cluster.name, cluster.final),
     ]
@@ -60,8 +62,8 @@ class Stepped:
         self.printed: list[str] = []
 
     def next_write(self) -> str | None:
-        """The write it stopped after, as `PATCH V-final` or `PUT Secret (409)`; None once it
-        exited instead (its exit code is then in `proc.returncode`)."""
+        """The write it stopped after, as `PATCH V-final` or `PUT CA Secret (409)`; None once
+        it exited instead (its exit code is then in `proc.returncode`)."""
         assert self.proc.stdout is not None
         watchdog = threading.Timer(STEP_TIMEOUT_S, self.proc.kill)
         watchdog.start()
@@ -101,8 +103,10 @@ class Stepped:
 
     def _label(self, method: str, path: str, status: str) -> str:
         target = path.rsplit("/", 1)[-1]
-        if "/secrets" in path:
-            what = "Secret"
+        if "/secrets/" in path:
+            what = "CA Secret" if target == CA_SECRET else "Secret"
+        elif "/configmaps/" in path:
+            what = "ConfigMap"
         else:
             kind = "M" if "/mutatingwebhookconfigurations/" in path else "V"
             what = f"{kind}-final" if target == self.cluster.final else kind
@@ -121,8 +125,10 @@ class CaNames:
 
 @dataclass(frozen=True)
 class State:
-    """The Secret's serving certificate (by its CA) and each configuration's caBundle."""
+    """The CA Secret's CAs, the serving Secret's certificate (by its CA), each configuration's
+    caBundle."""
 
+    ca_secret: str
     secret: str
     bundles: tuple[str, ...]  # M, V, V-final; each webhook's caBundle, `/` between webhooks
     verifies: bool | None  # None: no serving certificate yet, so nothing to verify
@@ -133,14 +139,25 @@ class State:
         return {None: "no cert yet", True: "yes", False: "NO"}[self.verifies]
 
 
-def observe(cluster: Cluster, names: CaNames, scratch: Path) -> State:
-    """The cluster's state now, as `State` holds it."""
+def _files(cluster: Cluster, name: str) -> dict[str, bytes]:
     try:
-        data = cluster.secret()["data"] or {}
+        data = cluster.secret(name)["data"] or {}
     except ApiException as exc:
         assert exc.status == 404
         data = {}
-    files = {k: base64.b64decode(v) for k, v in data.items() if v}
+    return {k: base64.b64decode(v) for k, v in data.items() if v}
+
+
+def observe(cluster: Cluster, names: CaNames, scratch: Path) -> State:
+    """The cluster's state now, as `State` holds it."""
+    files, ca_files = _files(cluster, SECRET), _files(cluster, CA_SECRET)
+    # An older install's serving Secret holds its CA too: the one a migration moves.
+    authorities = [
+        Authority.from_files(held, "Secret")
+        for held in (ca_files, {k: v for k, v in files.items() if k.startswith("ca.")})
+        if held
+    ]
+    ca_secret = " ".join(names(ca) for ca in authorities[0].bundle) if ca_files else "none"
     bundles = [
         [hook["clientConfig"].get("caBundle") for hook in cluster.config(kind, name)["webhooks"]]
         for kind, name in cluster.targets
@@ -148,15 +165,22 @@ def observe(cluster: Cluster, names: CaNames, scratch: Path) -> State:
     described = tuple(
         "/".join(dict.fromkeys(_describe_bundle(b, names) for b in hooks)) for hooks in bundles
     )
-    if "tls.crt" not in files:
-        return State("none", described, None)
-    secret = f"cert by {names(CertSet.from_files(files, 'Secret').issuer_of_cert())}"
+    serving = load_serving({k: v for k, v in files.items() if k.startswith("tls.")}, "Secret")
+    if serving is None:
+        return State(ca_secret, "none", described, None)
+    [issuer] = [
+        ca
+        for authority in authorities
+        for ca in authority.bundle
+        if signed_by_any(serving[0], (ca,))
+    ][:1]
+    secret = f"cert by {names(issuer)}" + (", CA too" if "ca.key" in files else "")
     (scratch / "tls.crt").write_bytes(files["tls.crt"])
     (scratch / "tls.key").write_bytes(files["tls.key"])
     distinct = {b for hooks in bundles for b in hooks}
     with tls_server(scratch / "tls.crt", scratch / "tls.key") as port:
         verifies = all(_trusts(port, b, cluster.ns, scratch) for b in distinct)
-    return State(secret, described, verifies)
+    return State(ca_secret, secret, described, verifies)
 
 
 def _describe_bundle(b64: str | None, names: CaNames) -> str:

@@ -3,7 +3,8 @@ tests/certs/interrupted.py, run as `python -m tests.certs.stepped_install ARGS` 
 `python -m certs`).
 
 After each write's answer is back (POST, PUT, PATCH: committed by the apiserver, or refused),
-it prints one line `@wrote METHOD PATH STATUS` and reads a line from stdin before going on;
+it prints one line `@wrote METHOD PATH STATUS` (a create's PATH ends in the new object's name,
+as the other writes' do) and reads a line from stdin before going on;
 the test checks the cluster's state there and then lets it go on or SIGKILLs it. Only this
 child is changed: the product has no test branch, and what the command does between two
 writes (reads, computing) leaves the cluster as the last write did.
@@ -26,6 +27,10 @@ def stop_after_writes() -> None:
     send = rest.RESTClientObject.request
 
     def request(self, method, url, *args, **kwargs):
+        path = urlsplit(url).path
+        body = kwargs.get("body")
+        if method == "POST" and isinstance(body, dict):
+            path += "/" + body["metadata"]["name"]
         status = "error"
         try:
             answer = send(self, method, url, *args, **kwargs)
@@ -36,7 +41,7 @@ def stop_after_writes() -> None:
             raise
         finally:
             if method in WRITES:
-                print(f"@wrote {method} {urlsplit(url).path} {status}", flush=True)
+                print(f"@wrote {method} {path} {status}", flush=True)
                 sys.stdin.readline()
 
     rest.RESTClientObject.request = request

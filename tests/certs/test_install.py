@@ -1,8 +1,9 @@
 """``install`` (certs/install.py) and ``python -m certs install`` against the real kube-apiserver
-of the session: the Secret created and rotated, the caBundle in every webhook configuration
-(tests/certs/conftest.py makes them), the apiserver's own answers to bad input, and the
-command's exit code and line for each. Conflicts and racing installers are in
-test_install_races.py.
+of the session: the CA Secret, the serving Secret and the CA bundle ConfigMap created and
+rotated, the caBundle in every webhook configuration (tests/certs/conftest.py makes them), an
+older install's serving Secret with the CA in it migrated, the apiserver's own answers to bad
+input, and the command's exit code and line for each. Conflicts and racing installers are in
+test_install_races.py; the daily rotation in test_rotate.py.
 """
 
 from __future__ import annotations
@@ -13,7 +14,15 @@ from datetime import timedelta
 import pytest
 
 from certs import CertError
-from tests.certs.install_cluster import MUTATING, SECRET, T0, VALIDATING
+from tests.certs.install_cluster import (
+    BUNDLE,
+    CA_SECRET,
+    MUTATING,
+    SECRET,
+    T0,
+    TLS_FILES,
+    VALIDATING,
+)
 from tests.support.certs import handshake, run_certs, tls_server
 from tools.loopback.server import free_port
 from webhook.cli.certs import main
@@ -21,7 +30,7 @@ from webhook.cli.certs import main
 
 def test_first_run_creates_then_second_run_writes_nothing(cluster, kube_requests):
     result = cluster.install(kube_requests, now=T0)
-    assert result.secret == "created"
+    assert (result.secret, result.ca_secret, result.bundle) == ("created", "created", "created")
     assert result.patched == (
         f"{MUTATING}/{cluster.name}",
         f"{VALIDATING}/{cluster.name}",
@@ -29,12 +38,17 @@ def test_first_run_creates_then_second_run_writes_nothing(cluster, kube_requests
     )
     cert_set = cluster.secret_set()
     assert cluster.bundles() == {cert_set.ca_bundle_b64()} == {result.ca_bundle}
-    assert [m for m, _ in kube_requests.writes()] == ["PATCH", "PATCH", "PATCH", "POST"], (
-        "caBundle before the Secret"
-    )
+    base = f"/api/v1/namespaces/{cluster.ns}"
+    assert [(m, p.removeprefix(base)) for m, p in kube_requests.writes()[3:]] == [
+        ("POST", "/secrets"),  # the CA Secret
+        ("POST", "/configmaps"),
+        ("POST", "/secrets"),  # the serving Secret
+    ]
+    assert [m for m, _ in kube_requests.writes()[:3]] == ["PATCH"] * 3, "caBundles first"
     versions, seen = cluster.versions(), len(kube_requests.sent)
     again = cluster.install(kube_requests, now=T0 + timedelta(days=5))
-    assert (again.secret, again.patched, again.wrote) == ("unchanged", (), False)
+    assert (again.secret, again.ca_secret, again.bundle) == ("unchanged",) * 3
+    assert (again.patched, again.wrote) == ((), False)
     assert kube_requests.writes(seen) == [] and len(kube_requests.sent) > seen
     assert cluster.versions() == versions
 
@@ -85,6 +99,27 @@ def test_precreated_empty_secret_is_filled_and_keeps_its_labels(cluster, kube_re
     assert cluster.install(kube_requests, names=[cluster.name]).secret == "created"
     assert cluster.secret()["metadata"]["labels"] == {"app": "lwgpu"}
     assert ("PUT", f"/api/v1/namespaces/{cluster.ns}/secrets/{SECRET}") in kube_requests.writes()
+    cluster.secret_set()
+
+
+def test_an_older_install_is_migrated_keeping_its_ca_and_certificate(cluster, kube_requests):
+    """The CA moves to its own Secret and out of the one the webhook mounts; nothing is
+    re-issued, so the caBundles stay as they were and the pods serve on unchanged."""
+    older = cluster.seed_older_install(T0, cluster.spec.days)
+    bundles = cluster.bundles()
+    result = cluster.install(kube_requests, now=T0 + timedelta(days=1))
+    assert (result.secret, result.ca_secret, result.bundle) == ("migrated", "created", "created")
+    assert result.patched == () and cluster.bundles() == bundles
+    assert set(cluster.secret()["data"]) == TLS_FILES
+    assert cluster.secret_set().to_files() == older.to_files()
+    base = f"/api/v1/namespaces/{cluster.ns}"
+    assert kube_requests.writes() == [
+        ("POST", f"{base}/secrets"),
+        ("POST", f"{base}/configmaps"),
+        ("PUT", f"{base}/secrets/{SECRET}"),
+    ], "the CA Secret holds the CA before it leaves the serving Secret"
+    again = cluster.install(kube_requests, now=T0 + timedelta(days=1))
+    assert again.wrote is False
 
 
 # A Secret whose data is not base64 cannot exist: the apiserver decodes `data` as []byte and
@@ -99,14 +134,28 @@ def test_precreated_empty_secret_is_filled_and_keeps_its_labels(cluster, kube_re
                 "type": "kubernetes.io/tls",
                 "data": {"tls.crt": base64.b64encode(b"junk").decode(), "tls.key": ""},
             },
-            "incomplete",
+            "incomplete certificate set, missing tls.key",
+        ),
+        (
+            {
+                "name": CA_SECRET,
+                "type": "kubernetes.io/tls",
+                "data": {"tls.crt": "", "tls.key": ""},
+            },
+            f"Secret {{ns}}/{CA_SECRET} has type kubernetes.io/tls, expected Opaque",
+        ),
+        (
+            {"name": CA_SECRET, "data": {"ca.crt": base64.b64encode(b"junk").decode()}},
+            f"Secret {{ns}}/{CA_SECRET}: incomplete CA, missing ca.key",
         ),
     ],
-    ids=["missing-config", "opaque", "incomplete"],
+    ids=["missing-config", "opaque", "incomplete", "ca-of-cert-manager", "ca-incomplete"],
 )
 def test_bad_input_is_a_clear_error_and_writes_nothing(cluster, kube_requests, secret, message):
     if secret is not None:
-        cluster.seed_secret(**secret)
+        fields = {k: v for k, v in secret.items() if k != "name"}
+        cluster.seed_secret(metadata={"name": secret.get("name", SECRET)}, **fields)
+        message = message.format(ns=cluster.ns)
     names = [cluster.name, f"{cluster.name}-missing"] if secret is None else [cluster.name]
     with pytest.raises(CertError, match=message):
         cluster.install(kube_requests, names=names)
@@ -120,7 +169,14 @@ INSTALL_ERROR = "python -m certs install: error: "
 @pytest.mark.parametrize(
     "who, missing, code, out, err",
     [
-        ("admin", False, 0, "Secret {ns}/lwgpu-tls: created", ""),
+        (
+            "admin",
+            False,
+            0,
+            "Secret {ns}/lwgpu-tls: created\nSecret {ns}/lwgpu-ca: created\n"
+            "ConfigMap {ns}/lwgpu-ca-bundle: created\n",
+            "",
+        ),
         ("admin", True, 2, "", 'webhook configuration "{name}-missing" exists'),
         ("no-rights", False, 2, "", "Kubernetes API answered 403 Forbidden: "),
         ("nobody-listening", False, 2, "", "cannot reach the Kubernetes API: "),
@@ -147,7 +203,8 @@ def test_cli(
     configs = [cluster.name, cluster.final] + ([f"{cluster.name}-missing"] if missing else [])
     argv = [
         *("install", "--kubeconfig", str(kubeconfig), "--namespace", cluster.ns),
-        *("--service", "lwgpu", "--secret", SECRET, "--webhook-config", *configs),
+        *("--service", "lwgpu", "--secret", SECRET, "--ca-configmap", BUNDLE),
+        *("--webhook-config", *configs),
     ]
     assert main(argv) == code
     printed = capsys.readouterr()

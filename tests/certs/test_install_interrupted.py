@@ -1,7 +1,8 @@
 """`python -m certs install` SIGKILLed after each of its writes, and two of them at once, on the
 real kube-apiserver of the session (tests/certs/interrupted.py): every state seen, between
-writes and after the kill, keeps the invariant "every caBundle verifies the Secret's serving
-certificate", and the next run completes what the killed one began.
+writes and after the kill, keeps the invariant "every caBundle verifies the serving Secret's
+certificate", and the next run completes what the killed one began: the CA in its own Secret,
+the serving Secret without it.
 
 Run with `-s` to see the table of docs/RELIABILITY.md ("certs install interrupted").
 """
@@ -14,19 +15,23 @@ import pytest
 
 from tests.certs.interrupted import CaNames, State, Stepped, observe
 
-# What each scenario finds in the cluster, and the writes `certs install` makes there:
-# the three caBundles, then the Secret (tests/certs/test_install.py checks the order).
+# What each scenario finds in the cluster, and the writes `certs install` makes there: the
+# three caBundles, the CA Secret, the ConfigMap, the serving Secret (tests/certs/
+# test_install.py checks the order), each only where it changes.
 SCENARIOS = {
     # no Secret: the first run of the certificate Job
-    "first install": (None, 4),
+    "first install": (None, 6),
     # a set issued 210 days ago with a 300-day CA: the CA is due, the serving cert renewed too
-    "CA rotation": ((210, 300), 4),
+    "CA rotation": ((210, 300), 6),
     # a set issued 25 days ago: the 30-day serving certificate is due, the CA is not
     "serving rotation": ((25, 30), 1),
+    # the serving Secret of an install made before the CA had a Secret of its own: the CA
+    # Secret and the ConfigMap created, then the CA dropped from the serving Secret
+    "migration": ("older", 3),
 }
 HEADER = (
-    "| scenario | stopped after | Secret | caBundle M | V | V-final | verifies |",
-    "|---|---|---|---|---|---|---|",
+    "| scenario | stopped after | CA Secret | Secret | caBundle M | V | V-final | verifies |",
+    "|---|---|---|---|---|---|---|---|",
 )
 
 
@@ -41,7 +46,9 @@ def table():
 def prepare(cluster, scenario: str, tmp_path) -> CaNames:
     """The scenario's cluster; CA names starting with the CA found there (CA1)."""
     seeded = SCENARIOS[scenario][0]
-    if seeded is not None:
+    if seeded == "older":
+        cluster.seed_older_install(datetime.now(UTC) - timedelta(days=1), cluster.spec.days)
+    elif seeded is not None:
         days_ago, days = seeded
         cluster.seed_set(datetime.now(UTC) - timedelta(days=days_ago), days)
     names = CaNames()
@@ -51,7 +58,8 @@ def prepare(cluster, scenario: str, tmp_path) -> CaNames:
 
 def row(table: list[str], scenario: str, step: str, state: State) -> State:
     table.append(
-        f"| {scenario} | {step} | {state.secret} | {' | '.join(state.bundles)} | {state.verdict} |"
+        f"| {scenario} | {step} | {state.ca_secret} | {state.secret} | "
+        f"{' | '.join(state.bundles)} | {state.verdict} |"
     )
     return state
 
@@ -75,6 +83,8 @@ def test_killed_after_a_write_then_run_again(cluster, tmp_path, table, scenario,
     after = row(table, scenario, "→ the next run, to its end", observe(cluster, names, tmp_path))
     assert [s.verifies for s in seen if s.verifies is False] == []
     assert after.verifies is True
+    cluster.secret_set()
+    cluster.secret_set()  # the CA in its Secret only, the ConfigMap holding its bundle
 
 
 RACES = [(s, end) for s in ("first install", "CA rotation") for end in ("killed", "finishes")]
@@ -82,9 +92,9 @@ RACES = [(s, end) for s in ("first install", "CA rotation") for end in ("killed"
 
 @pytest.mark.parametrize("scenario, second_ends", RACES, ids=[f"{s}-{e}" for s, e in RACES])
 def test_two_installers_at_once(cluster, tmp_path, table, scenario, second_ends):
-    """A makes its three caBundle writes, then B, from the same Secret, makes its own; then
-    A writes the Secret, and B is SIGKILLed there or left to finish (its Secret write is a
-    409: it reads A's set and writes caBundles again). Then a next run."""
+    """A makes its three caBundle writes, then B, from the same Secrets, makes its own; then
+    A writes the CA Secret, and B is SIGKILLed there or left to finish (its CA Secret write is
+    a 409: it reads A's CA and writes caBundles again). Then a next run."""
     names, seen = prepare(cluster, scenario, tmp_path), []
 
     def watch(who: str, run: Stepped, writes: int) -> None:
@@ -114,3 +124,4 @@ def test_two_installers_at_once(cluster, tmp_path, table, scenario, second_ends)
     after = row(table, scenario, "→ the next run, to its end", observe(cluster, names, tmp_path))
     assert [s.verifies for s in seen if s.verifies is False] == []
     assert after.verifies is True
+    cluster.secret_set()

@@ -23,7 +23,7 @@ from certs import CertError
 from certs import install as install_module
 from certs.authority import issue_ca
 from certs.install import IN_FLIGHT
-from tests.certs.install_cluster import MUTATING, SECRET, T0, WRITER
+from tests.certs.install_cluster import BUNDLE, CA_SECRET, MUTATING, SECRET, T0, WRITER
 from tests.support.paths import REPO
 from tools.cluster.controlplane import environment
 
@@ -31,8 +31,10 @@ from tools.cluster.controlplane import environment
 @pytest.mark.parametrize(
     "method, target, times, calls",
     [
-        ("PUT", "secret", 1, 2),
-        ("PUT", "secret", 4, 5),
+        ("PUT", SECRET, 1, 2),
+        ("PUT", SECRET, 4, 5),
+        # The CA Secret's write lost: the run issues yet another CA and drops the first.
+        ("PUT", CA_SECRET, 1, 2),
         ("PATCH", "mutating", 2, 3),
     ],
 )
@@ -44,8 +46,8 @@ def test_conflicts_from_a_concurrent_writer_are_retried(
     cluster.install(kube_requests, now=T0)
     first = cluster.secret_set()
     path = (
-        rf"/namespaces/{cluster.ns}/secrets/{SECRET}$"
-        if target == "secret"
+        rf"/namespaces/{cluster.ns}/secrets/{target}$"
+        if target != "mutating"
         else rf"/mutatingwebhookconfigurations/{cluster.name}$"
     )
     done = cluster.interfere(kube_requests, method, path, times)
@@ -56,7 +58,9 @@ def test_conflicts_from_a_concurrent_writer_are_retried(
     sent = [p for m, p in kube_requests.writes(seen) if m == method and re.search(path, p)]
     assert len(sent) == calls
     assert cluster.bundles() == {cluster.secret_set().ca_bundle_b64()}
-    other = cluster.secret() if target == "secret" else cluster.config(MUTATING, cluster.name)
+    other = (
+        cluster.secret(target) if target != "mutating" else cluster.config(MUTATING, cluster.name)
+    )
     assert other["metadata"]["annotations"][WRITER] == str(times)
 
 
@@ -66,20 +70,25 @@ def test_endless_conflicts_give_up_and_the_bundle_still_trusts_the_secret(cluste
     cluster.interfere(kube_requests, "PUT", rf"/secrets/{SECRET}$", times=100)
     with pytest.raises(CertError, match="kept changing under us: gave up after 5 conflicts"):
         cluster.install(kube_requests, now=T0 + timedelta(days=210))
-    # The bundles were patched first (new CA + old); the Secret kept the old set, whose CA
-    # they still hold: the webhook stays reachable.
+    # The bundles were patched first (new CA + old), then the CA Secret; the serving Secret
+    # kept its certificate, whose CA they still hold: the webhook stays reachable.
     assert cluster.secret_set().cert == first.cert
     for bundle in cluster.bundles():
         assert first.ca in x509.load_pem_x509_certificates(base64.b64decode(bundle))
 
 
 def test_two_installers_racing_for_the_first_secret(cluster, kube_requests):
-    """Both read "no Secret", both create one at the same moment: the apiserver keeps one,
-    the loser gets AlreadyExists, reads the winner's set and patches its bundle everywhere."""
+    """Both read "no Secret", both create the CA Secret at the same moment: the apiserver
+    keeps one, the loser gets AlreadyExists, reads the winner's CA, and patches its bundle
+    everywhere; of the serving Secret's creates, too, one wins and the other run finds it."""
     both_ready = threading.Barrier(2, timeout=60)
+    held = threading.local()
 
     def hold_create(sent) -> None:
-        if sent.method == "POST" and sent.path.endswith(f"/namespaces/{cluster.ns}/secrets"):
+        # Each run's first Secret create is its CA Secret's (certs/install.py's order).
+        secrets = f"/namespaces/{cluster.ns}/secrets"
+        if sent.method == "POST" and sent.path.endswith(secrets) and not hasattr(held, "once"):
+            held.once = True
             both_ready.wait()
 
     kube_requests.before.append(hold_create)
@@ -97,12 +106,13 @@ def test_two_installers_racing_for_the_first_secret(cluster, kube_requests):
     for thread in threads:
         thread.join(120)
     assert errors == []
+    assert sorted(r.ca_secret for r in results) == ["created", "unchanged"]
     assert sorted(r.secret for r in results) == ["created", "unchanged"]
     final = cluster.secret_set().ca_bundle_b64()
     assert [r.ca_bundle for r in results] == [final, final]
     assert cluster.bundles() == {final}
-    posts = [p for m, p in kube_requests.writes() if m == "POST"]
-    assert len(posts) == 2
+    posts = [p for m, p in kube_requests.writes() if m == "POST" and p.endswith("/secrets")]
+    assert len(posts) >= 3, "two CA Secret creates, then at least one serving Secret create"
 
 
 def test_two_installer_processes_at_once(cluster, control_plane):
@@ -110,7 +120,7 @@ def test_two_installer_processes_at_once(cluster, control_plane):
     exit 0, one created the Secret, and every webhook trusts the CA of the Secret kept."""
     argv = [
         *(sys.executable, "-m", "certs", "install", "--namespace", cluster.ns),
-        *("--service", "lwgpu", "--secret", SECRET),
+        *("--service", "lwgpu", "--secret", SECRET, "--ca-configmap", BUNDLE),
         *("--webhook-config", cluster.name, cluster.final),
     ]
     # KUBECONFIG, as the CLI reads it when no --kubeconfig is given
@@ -135,18 +145,18 @@ def test_two_installer_processes_at_once(cluster, control_plane):
 
 def test_a_run_too_slow_for_in_flight_leaves_the_secret_alone(cluster, kube_requests, monkeypatch):
     """Others keep a run's new CA in the caBundles for IN_FLIGHT only: a run that reaches its
-    Secret write later than half of that stops before it: the Secret stays as it was."""
+    CA Secret write later than half of that stops before it: the Secrets stay as they were."""
     monkeypatch.setattr(install_module, "IN_FLIGHT", timedelta(seconds=1))
     kube_requests.before.append(lambda sent: time.sleep(0.2) if sent.method == "PATCH" else None)
-    with pytest.raises(CertError, match="between issuing the new CA and writing the Secret"):
+    with pytest.raises(CertError, match="between issuing the new CA and writing the CA Secret"):
         cluster.install(kube_requests, now=T0)
     assert [m for m, _ in kube_requests.writes()] == ["PATCH", "PATCH", "PATCH"]  # no POST
 
 
 @pytest.mark.parametrize("later, kept", [(timedelta(minutes=5), True), (IN_FLIGHT, False)])
 def test_a_ca_not_in_the_secret_stays_while_in_flight(cluster, kube_requests, later, kept):
-    """A CA that an installer killed before its Secret write left in a caBundle: kept while
-    another installer might still write a Secret signed by it, dropped after."""
+    """A CA that an installer killed before its CA Secret write left in a caBundle: kept
+    while another installer might still write a certificate signed by it, dropped after."""
     cluster.install(kube_requests, now=T0)
     mine = cluster.secret_set()
     other, _ = issue_ca(cluster.spec, T0)

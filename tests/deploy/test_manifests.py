@@ -45,15 +45,37 @@ INSTALL_ARGS = [
     "lwgpu-webhook",
     "--secret",
     "lwgpu-webhook-tls",
+    "--ca-secret",
+    "lwgpu-ca",
+    "--ca-configmap",
+    "lwgpu-ca-bundle",
+    "--days",
+    "90",
+    "--ca-days",
+    "1825",
     "--webhook-config",
     "lwgpu-mutate",
+]
+ROTATE_ARGS = [
+    "rotate",
+    *("--namespace", NS, "--service", "lwgpu-webhook", "--secret", "lwgpu-webhook-tls"),
+    *("--ca-secret", "lwgpu-ca", "--days", "90"),
 ]
 # With the validating webhook, the installer patches its caBundle too.
 VALIDATING_INSTALL_ARGS = [*INSTALL_ARGS, "--webhook-config", "lwgpu-validate"]
 CERT_JOB_OBJECTS = {
     (k, "lwgpu-certs")
-    for k in ("ServiceAccount", "Role", "RoleBinding", "ClusterRole", "ClusterRoleBinding", "Job")
-} | {("CronJob", "lwgpu-certs-rotate")}
+    for k in (
+        "ServiceAccount",
+        "Role",
+        "RoleBinding",
+        "ClusterRole",
+        "ClusterRoleBinding",
+        "Job",
+        "ValidatingAdmissionPolicy",
+        "ValidatingAdmissionPolicyBinding",
+    )
+} | {(k, "lwgpu-certs-rotate") for k in ("ServiceAccount", "Role", "RoleBinding", "CronJob")}
 BASE_OBJECTS = (
     CERT_JOB_OBJECTS
     | {
@@ -96,10 +118,31 @@ ROLE_RULES = {
         {
             "apiGroups": [""],
             "resources": ["secrets"],
+            "resourceNames": ["lwgpu-ca", "lwgpu-webhook-tls"],
+            "verbs": ["get", "update"],
+        },
+        {
+            "apiGroups": [""],
+            "resources": ["configmaps"],
+            "resourceNames": ["lwgpu-ca-bundle"],
+            "verbs": ["get", "update"],
+        },
+        {"apiGroups": [""], "resources": ["secrets", "configmaps"], "verbs": ["create"]},
+    ],
+    # Reads the CA (its key signs), writes only the serving Secret: no create, no caBundle.
+    ("Role", "lwgpu-certs-rotate"): [
+        {
+            "apiGroups": [""],
+            "resources": ["secrets"],
+            "resourceNames": ["lwgpu-ca"],
+            "verbs": ["get"],
+        },
+        {
+            "apiGroups": [""],
+            "resources": ["secrets"],
             "resourceNames": ["lwgpu-webhook-tls"],
             "verbs": ["get", "update"],
         },
-        {"apiGroups": [""], "resources": ["secrets"], "verbs": ["create"]},
     ],
     ("ClusterRole", "lwgpu-certs"): [
         {
@@ -221,12 +264,41 @@ def test_each_workload_runs_as_its_own_bound_service_account(kind, name):
     assert any(role[1] == account for role in ROLE_RULES)
 
 
+def without_identity(template: dict) -> dict:
+    """A pod template less its ServiceAccount, name label and command arguments."""
+    spec = {**template["spec"], "serviceAccountName": None}
+    spec["containers"] = [{**c, "args": None} for c in spec["containers"]]
+    return {"spec": spec}
+
+
 @requires_kubectl
-def test_rotation_cronjob_runs_the_install_job_pod():
+def test_rotation_cronjob_runs_the_install_job_pod_as_its_own_identity():
     job, cronjob = find("Job", "lwgpu-certs"), find("CronJob", "lwgpu-certs-rotate")
     assert only_container("Job", "lwgpu-certs")["args"] == INSTALL_ARGS
-    assert pod_template(cronjob) == pod_template(job)
+    assert only_container("CronJob", "lwgpu-certs-rotate")["args"] == ROTATE_ARGS
+    assert without_identity(pod_template(cronjob)) == without_identity(pod_template(job))
+    assert pod_template(cronjob)["spec"]["serviceAccountName"] == "lwgpu-certs-rotate"
     assert cronjob["spec"]["concurrencyPolicy"] == "Forbid"
+
+
+@requires_kubectl
+@pytest.mark.parametrize("target", [BASE, VALIDATING])
+def test_the_certificate_policy_confines_the_certificate_identities_to_the_webhooks(target):
+    """Which requests ValidatingAdmissionPolicy lwgpu-certs sees (what it refuses is tested
+    on the real apiserver, tests/cluster/test_certs_confinement.py)."""
+    spec = find("ValidatingAdmissionPolicy", "lwgpu-certs", target)["spec"]
+    [rule] = spec["matchConstraints"]["resourceRules"]
+    webhooks = {name for kind, name, *_ in WEBHOOKS}
+    assert (rule["apiGroups"], set(rule["resourceNames"])) == (
+        ["admissionregistration.k8s.io"],
+        webhooks,
+    )
+    assert spec["failurePolicy"] == "Fail"
+    accounts = [f"system:serviceaccount:{NS}:{a}" for a in ("lwgpu-certs", "lwgpu-certs-rotate")]
+    [condition] = spec["matchConditions"]
+    assert all(f"'{account}'" in condition["expression"] for account in accounts)
+    binding = find("ValidatingAdmissionPolicyBinding", "lwgpu-certs", target)["spec"]
+    assert binding == {"policyName": "lwgpu-certs", "validationActions": ["Deny"]}
 
 
 @requires_kubectl
@@ -250,7 +322,7 @@ def test_the_validating_webhook_option_has_its_cabundle_patched_too():
     job = find("Job", "lwgpu-certs", VALIDATING)
     assert pod_template(job)["spec"]["containers"][0]["args"] == VALIDATING_INSTALL_ARGS
     cronjob = find("CronJob", "lwgpu-certs-rotate", VALIDATING)
-    assert pod_template(cronjob) == pod_template(job)
+    assert pod_template(cronjob)["spec"]["containers"][0]["args"] == ROTATE_ARGS
 
 
 @requires_kubectl

@@ -112,7 +112,15 @@ DEPLOYMENT_CHECKS = [  # (what, value read from the Deployment and its container
         "volumes",
         lambda d, c: d["spec"]["template"]["spec"]["volumes"],
         [
-            {"name": "tls", "secret": {"secretName": "lwgpu-webhook-tls", "defaultMode": 0o440}},
+            {
+                "name": "tls",
+                "secret": {
+                    "secretName": "lwgpu-webhook-tls",
+                    "defaultMode": 0o440,
+                    # the serving pair only: no CA, no CA key, in the network-facing pod
+                    "items": [{"key": k, "path": k} for k in ("tls.crt", "tls.key")],
+                },
+            },
             {"name": "policies", "configMap": {"name": "lwgpu-policies"}},
             {"name": "tmp", "emptyDir": {"medium": "Memory", "sizeLimit": "64Mi"}},
         ],

@@ -11,6 +11,7 @@ DNS name.
 
 from __future__ import annotations
 
+import base64
 import json
 import ssl
 import time
@@ -45,8 +46,15 @@ class Installation:
 
     @property
     def tls_ca(self) -> Path:
-        """The CA of the webhook's serving certificate, as the certificate Job wrote it."""
-        return self.webhook[0].volumes["tls"] / "ca.crt"
+        """The CAs the apiserver trusts for the webhook, `lwgpu-mutate`'s caBundle as the
+        certificate Job wrote it, in a file (read anew each time: a CA roll changes it)."""
+        config = self.kubelet.plane.kubectl(
+            "get", "mutatingwebhookconfiguration", "lwgpu-mutate", "-o", "json"
+        )
+        bundle = json.loads(config.stdout)["webhooks"][0]["clientConfig"]["caBundle"]
+        path = self.kubelet.dir / "lwgpu-mutate-ca.crt"
+        path.write_bytes(base64.b64decode(bundle))
+        return path
 
     def set_policies(self, files: dict[str, str]) -> None:
         """Replace the `lwgpu-policies` ConfigMap's files and wait until every webhook worker
@@ -124,7 +132,8 @@ def render(plane: ControlPlane, path: Path = REPO / "deploy") -> str:
     return plane.kubectl("kustomize", str(path)).stdout
 
 
-def _run_certificate_job(plane: ControlPlane, kubelet: Kubelet) -> None:
+def run_certificate_job(plane: ControlPlane, kubelet: Kubelet) -> None:
+    """Run the certificate Job's pod to its end, as kubelet would, and report it Succeeded."""
     (pod,) = bound_pods(plane, CERTS_LABEL, 1)
     job = kubelet.run(pod)
     if job.process.wait(WAIT_S):
@@ -169,7 +178,7 @@ def installed(
     plane.kubectl("apply", "--server-side", "-f", "-", input=manifests or render(plane))
     kubelet = Kubelet(plane, workdir)
     try:
-        _run_certificate_job(plane, kubelet)
+        run_certificate_job(plane, kubelet)
         installation = Installation(plane, kubelet)
         replicas = json.loads(
             plane.kubectl(

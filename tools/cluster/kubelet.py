@@ -3,16 +3,17 @@ checkout as local processes on an address of the pod's own, and reports the pod'
 
 Nothing here runs containers. For a pod that kube-scheduler bound, `Kubelet.run` does what
 kubelet's pod workers do in the part lwgpu depends on: it materialises the pod's Secret,
-ConfigMap and emptyDir volumes as directories (shared by its containers, as in a pod),
-starts each container's `command` + `args` as a process of its own, logging to a file of
-its own (`python` is this interpreter; paths under a volume's `mountPath` point at its
-directory; `--host 0.0.0.0` listens on the pod's address), all with the pod's ServiceAccount
-token in a kubeconfig: the webhook's pod runs the server and the policy-sync sidecar. Once
-the first container answers its readiness probe it posts the status kubelet's status
-manager would (`pkg/kubelet/status/status_manager.go`): phase Running, `podIP`, and
-the `Ready` and `ContainersReady` conditions, which the EndpointSlice controller turns into a
-ready endpoint of the Service. Pod addresses are added to `lo` (Endpoints refuse loopback
-127.0.0.0/8) and removed at `close`.
+ConfigMap and emptyDir volumes as directories (shared by its containers, as in a pod; only
+the keys a volume's `items` list, where it lists any), starts each container's `command` +
+`args` as a process of its own, logging to a file of its own (`python` is this interpreter;
+paths under a volume's `mountPath` point at its directory; `--host 0.0.0.0` listens on the
+pod's address), all with the pod's ServiceAccount token in a kubeconfig: the webhook's pod
+runs the server and the policy-sync sidecar. Once the first container answers its readiness
+probe it posts the status kubelet's status manager would
+(`pkg/kubelet/status/status_manager.go`): phase Running, `podIP`, and the `Ready` and
+`ContainersReady` conditions, which the EndpointSlice controller turns into a ready endpoint
+of the Service. Pod addresses are added to `lo` (Endpoints refuse loopback 127.0.0.0/8) and
+removed at `close`.
 """
 
 from __future__ import annotations
@@ -153,6 +154,13 @@ class Kubelet:
             raise ControlPlaneError(
                 f"volume {volume['name']}: only Secret, ConfigMap, emptyDir, projected"
             )
+        if "items" in source:
+            # Only the keys listed, each at its path; a listed key that is missing fails the
+            # mount, as kubelet's MakePayload does (pkg/volume/secret/secret.go).
+            absent = [item["key"] for item in source["items"] if item["key"] not in files]
+            if absent:
+                raise ControlPlaneError(f"volume {volume['name']}: no key {', '.join(absent)}")
+            files = {item["path"]: files[item["key"]] for item in source["items"]}
         volumes.atomic_write(where, files, source.get("defaultMode", volumes.DEFAULT_MODE))
 
     def sync_volumes(self, name: str) -> None:

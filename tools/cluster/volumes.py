@@ -22,7 +22,7 @@ from tools.cluster import binaries
 from tools.paths import REPO
 
 DEFAULT_MODE = 0o644
-TLS_FILES = ("tls.crt", "tls.key", "ca.crt")  # a kubernetes.io/tls Secret with its CA
+TLS_FILES = ("tls.crt", "tls.key")  # the items of the serving Secret the webhook mounts
 
 
 def atomic_write(target: Path, files: dict[str, bytes], mode: int = DEFAULT_MODE) -> None:

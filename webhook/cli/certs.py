@@ -1,8 +1,9 @@
-"""`lwgpu certs generate|check|install`, which is also `python -m certs ...` (the certificate
-Job runs that): the arguments of the `certs` package's functions, and their results printed.
+"""`lwgpu certs generate|check|install|rotate`, which is also `python -m certs ...` (the
+certificate Job and CronJob run that): the arguments of the `certs` package's functions, and
+their results printed.
 
-Exit codes: 0 done (or nothing to do), 1 `check` found something to renew, 2 bad input
-or usage, with one line on stderr.
+Exit codes: 0 done (or nothing to do), 1 `check` found something to renew, or `rotate` left a
+renewal only `install` can make (a CA due), 2 bad input or usage, with one line on stderr.
 """
 
 from __future__ import annotations
@@ -11,16 +12,23 @@ import argparse
 import sys
 from collections.abc import Callable, Sequence
 from datetime import timedelta
+from typing import TYPE_CHECKING
 
 from cryptography import x509
 
-from certs.authority import BACKDATE, KEY_TYPES, Spec
+from certs.authority import BACKDATE, CA_DAYS, KEY_TYPES, SERVING_DAYS, Spec
 from certs.directory import check, generate
 from certs.errors import CertError
 from certs.rotation import not_after_text
 from certs.store import load_dir
 
 from .conventions import EXIT_FOUND, EXIT_OK, UsageError, run
+
+if TYPE_CHECKING:
+    # Types only: the kubernetes client takes about a second to import (see `_install`).
+    from kubernetes.client import ApiClient
+
+    from certs.stored import Places
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -102,16 +110,15 @@ def _install(args: argparse.Namespace) -> int:
     # Imported here: the kubernetes client takes about a second to import, and `generate`
     # and `check` (run at every server start in development) never need it.
     from certs.install import install
-    from webhook.kube.client import KubeConfigError, api_client
 
     spec = Spec(args.service, args.namespace, args.days, args.ca_days, key_type=args.key_type)
-    try:
-        client = api_client(args.kubeconfig, args.context)
-    except KubeConfigError as exc:
-        raise UsageError(exc) from None
-    with client:
-        result = install(client, spec, args.secret, args.webhook_config)
+    places = _places(args)
+    with _client(args) as client:
+        result = install(client, spec, places, args.webhook_config)
     print(f"Secret {args.namespace}/{args.secret}: {result.secret}")
+    print(f"Secret {args.namespace}/{args.ca_secret}: {result.ca_secret}")
+    if places.bundle is not None:
+        print(f"ConfigMap {args.namespace}/{places.bundle}: {result.bundle}")
     for target in result.patched:
         print(f"{target}: caBundle patched")
     if not result.wrote:
@@ -119,18 +126,67 @@ def _install(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
-def _add_issue_flags(parser: argparse.ArgumentParser) -> None:
+def _rotate(args: argparse.Namespace) -> int:
+    from certs.rotate import rotate
+
+    spec = Spec(args.service, args.namespace, args.days, key_type=args.key_type)
+    with _client(args) as client:
+        result = rotate(client, spec, _places(args))
+    print(f"Secret {args.namespace}/{args.secret}: {result.secret}")
+    for reason in result.left:
+        print(f"left to `certs install`: {reason}")
+    return EXIT_FOUND if result.left else EXIT_OK
+
+
+def _places(args: argparse.Namespace) -> Places:
+    from certs.stored import Places
+
+    bundle = getattr(args, "ca_configmap", None)
+    return Places(args.namespace, args.secret, args.ca_secret, bundle)
+
+
+def _client(args: argparse.Namespace) -> ApiClient:
+    from webhook.kube.client import KubeConfigError, api_client
+
+    try:
+        return api_client(args.kubeconfig, args.context)
+    except KubeConfigError as exc:
+        raise UsageError(exc) from None
+
+
+def _add_issue_flags(parser: argparse.ArgumentParser, *, ca: bool = True) -> None:
     parser.add_argument("--service", required=True, help="Service name of the webhook")
     parser.add_argument("--namespace", required=True, help="namespace of the Service")
     parser.add_argument(
         "--days",
         type=int,
-        default=365,
-        help="serving certificate lifetime (default 365); never past the CA's expiry: a "
-        "longer one is cut to it (generate warns), so raise --ca-days with it",
+        default=SERVING_DAYS,
+        help=f"serving certificate lifetime (default {SERVING_DAYS}); never past the CA's "
+        "expiry: a longer one is cut to it (generate warns), so raise --ca-days with it",
     )
-    parser.add_argument("--ca-days", type=int, default=3650, help="CA lifetime (default 3650)")
+    if ca:
+        parser.add_argument(
+            "--ca-days", type=int, default=CA_DAYS, help=f"CA lifetime (default {CA_DAYS})"
+        )
     parser.add_argument("--key-type", choices=KEY_TYPES, default="ecdsa-p256")
+
+
+def _add_cluster_flags(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--secret",
+        required=True,
+        help="kubernetes.io/tls Secret (in --namespace) with tls.crt and tls.key, the one the "
+        "webhook mounts",
+    )
+    parser.add_argument(
+        "--ca-secret",
+        default="lwgpu-ca",
+        help="Opaque Secret (in --namespace) with the CA: ca.crt and ca.key (default lwgpu-ca)",
+    )
+    parser.add_argument(
+        "--kubeconfig", help="kubeconfig file when not running in a cluster (default: $KUBECONFIG)"
+    )
+    parser.add_argument("--context", help="kubeconfig context (default: the current one)")
 
 
 def configure(parser: argparse.ArgumentParser) -> None:
@@ -157,11 +213,15 @@ def configure(parser: argparse.ArgumentParser) -> None:
     chk.set_defaults(func=_refusing(_check))
 
     ins = commands.add_parser(
-        "install", help="create or rotate the Secret and patch caBundle into webhook configs"
+        "install", help="create or rotate the Secrets and patch caBundle into webhook configs"
     )
     _add_issue_flags(ins)
+    _add_cluster_flags(ins)
     ins.add_argument(
-        "--secret", required=True, help="kubernetes.io/tls Secret (in --namespace) holding the set"
+        "--ca-configmap",
+        metavar="NAME",
+        help="ConfigMap (in --namespace) to hold the CA bundle as ca.crt, for clients that "
+        "verify the webhook, such as Prometheus (default: none)",
     )
     ins.add_argument(
         "--webhook-config",
@@ -171,8 +231,13 @@ def configure(parser: argparse.ArgumentParser) -> None:
         metavar="NAME",
         help="Mutating/ValidatingWebhookConfiguration to patch (repeatable, or several names)",
     )
-    ins.add_argument(
-        "--kubeconfig", help="kubeconfig file when not running in a cluster (default: $KUBECONFIG)"
-    )
-    ins.add_argument("--context", help="kubeconfig context (default: the current one)")
     ins.set_defaults(func=_refusing(_install))
+
+    rot = commands.add_parser(
+        "rotate",
+        help="re-issue the serving certificate under the installed CA when due (exit 1 if the "
+        "CA needs `install`); touches no webhook configuration",
+    )
+    _add_issue_flags(rot, ca=False)
+    _add_cluster_flags(rot)
+    rot.set_defaults(func=_refusing(_rotate))

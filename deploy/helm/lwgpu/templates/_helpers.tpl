@@ -77,6 +77,25 @@ subjects:
   namespace: {{ .root.Release.Namespace }}
 {{- end }}
 
+{{/* A Role bound to the release namespace's ServiceAccount of the same name. */}}
+{{- define "lwgpu.roleBinding" -}}
+apiVersion: rbac.authorization.k8s.io/v1
+kind: RoleBinding
+metadata:
+  name: {{ .name }}
+  namespace: {{ .root.Release.Namespace }}
+  labels:
+    {{- include "lwgpu.labels" .root | nindent 4 }}
+roleRef:
+  apiGroup: rbac.authorization.k8s.io
+  kind: Role
+  name: {{ .name }}
+subjects:
+- kind: ServiceAccount
+  name: {{ .name }}
+  namespace: {{ .root.Release.Namespace }}
+{{- end }}
+
 {{- define "lwgpu.serviceAccount" -}}
 apiVersion: v1
 kind: ServiceAccount
