@@ -26,6 +26,7 @@ CLI_CONTRACTS = [  # (container, module, command words): its flags must exist in
     (("Deployment", "lwgpu-webhook", "policy-sync"), "webhook", ["policy", "sync"]),
     (("DaemonSet", "lwgpu-labeller", "labeller"), "webhook", ["label-node"]),
     (("Job", "lwgpu-certs", "certs"), "certs", ["install"]),
+    (("CronJob", "lwgpu-certs-rotate", "certs"), "certs", ["rotate"]),
 ]
 
 
