@@ -4,7 +4,7 @@
 tuple, replaced as a whole when Nodes change), `age_seconds()` and `stop()`; `FakeInventory`
 answers those from a snapshot the test sets, without a Kubernetes client. Like NodeInventory,
 `stop()` ends the following but keeps the last snapshot, and `running()` says which it is.
-tests/fakes/test_inventory_double.py checks it against the real NodeInventory on the API double.
+tests/kube/test_fake_inventory.py holds it to the real NodeInventory, on the real apiserver.
 """
 
 from __future__ import annotations
