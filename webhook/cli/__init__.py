@@ -33,7 +33,7 @@ COMMANDS = {
     "policy": "work with policy files",
     "serve": "run the HTTPS admission server (gunicorn)",
     "label-node": "label this node's GPU (NVML)",
-    "certs": "generate, check or install the webhook's certificates",
+    "certs": "generate, check, install or rotate the webhook's certificates",
     "completion": "print a shell completion script",
 }
 PROG = "python -m webhook"

@@ -191,7 +191,7 @@ def _add_cluster_flags(parser: argparse.ArgumentParser) -> None:
 
 def configure(parser: argparse.ArgumentParser) -> None:
     """The `generate`, `check` and `install` sub-commands and their flags."""
-    parser.description = "Certificates for the lwgpu webhook: generate, check, install."
+    parser.description = "Certificates for the lwgpu webhook: generate, check, install, rotate."
     commands = parser.add_subparsers(dest="command", required=True)
 
     gen = commands.add_parser(
