@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import collections
+import contextlib
 import os
 import shutil
 import signal
@@ -123,3 +124,28 @@ def test_sigterm_lets_an_in_flight_review_finish(tmp_path):
         assert server.process.wait(30) == 0
     assert response.status == 200
     assert orjson.loads(response.data)["response"]["uid"] == "in-flight"
+
+
+def test_after_sigterm_new_connections_are_answered_until_the_calls_stop(tmp_path):
+    # A replica still listed after SIGTERM (endpoint removal slower than the preStop pause)
+    # keeps answering: each answer closes its connection, so the caller dials again and
+    # finds the endpoints of the moment. Once no request has come for LAME_DUCK_QUIET_SECONDS
+    # the worker stops accepting and the server exits.
+    body = orjson.dumps(admission_review(gpu_pod({"aliyun.com/gpu-mem": 2})))
+    with serving(tmp_path, POLICY, workers=1) as server:
+        server.process.send_signal(signal.SIGTERM)
+        wait_for(
+            lambda: b"Handling signal: term" in server.stderr.read_bytes(),
+            what="the master's SIGTERM",
+        )
+        answers = []
+        for _ in range(5):
+            with contextlib.closing(server.connect()) as conn:
+                status, headers, _ = conn.call(
+                    "POST", "/mutate", body, {"Content-Type": "application/json"}
+                )
+                answers.append((status, headers.get("Connection")))
+        assert server.process.wait(30) == 0
+    assert [status for status, _ in answers] == [200] * 5
+    assert answers[-1] == (200, "close")
+    assert b"stops accepting: no request for 2 s" in server.stderr.read_bytes()

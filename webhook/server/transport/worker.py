@@ -41,6 +41,16 @@ from .connection import BodyBudget, Connection, Step
 
 # How often the loop looks for connections past their deadline (gthread wakes every 1 s).
 SWEEP_SECONDS = 0.25
+# After SIGTERM a worker first goes lame duck: it keeps accepting and answering, every answer
+# with `Connection: close` so that the client dials again and finds the endpoints of the
+# moment, until no request has come for LAME_DUCK_QUIET_SECONDS; only then does gunicorn's
+# graceful stop close its listener. A replica still listed somewhere after SIGTERM (endpoint
+# removal slower than the preStop pause) is called on instead of refusing the apiserver,
+# which fails the call open (docs/RELIABILITY.md, rolling restart). A worker idle that long
+# stops at once. Bounded, so that it fits in gunicorn's graceful timeout (30 s, master.py)
+# with the reviews it accepted last.
+LAME_DUCK_QUIET_SECONDS = 2.0
+LAME_DUCK_MAX_SECONDS = 10.0
 _EVENTS = {Step.READ: selectors.EVENT_READ, Step.WRITE: selectors.EVENT_WRITE}
 
 
@@ -98,6 +108,8 @@ class Received:
 class WebhookWorker(ThreadWorker):  # type: ignore[misc]  # gunicorn has no types: base is Any
     """gthread with the reads in the event loop (see the module docstring)."""
 
+    alive: bool  # gunicorn's: False once the worker is to stop
+
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         """Take the read limits and body permits from the application's settings."""
         super().__init__(*args, **kwargs)
@@ -107,6 +119,32 @@ class WebhookWorker(ThreadWorker):  # type: ignore[misc]  # gunicorn has no type
         self.reading: set[Connection] = set()  # the loop is receiving a request on these
         self.parked: deque[Connection] = deque()  # waiting for a body permit
         self._next_sweep = 0.0
+        self.lame_since: float | None = None  # when SIGTERM came (time.monotonic())
+        self.last_call = 0.0  # the last connection accepted or request answered
+
+    def handle_exit(self, sig: int, frame: object) -> None:
+        """SIGTERM: go lame duck (see LAME_DUCK_QUIET_SECONDS); the loop ends it."""
+        if self.lame_since is None:
+            self.lame_since = time.monotonic()
+
+    def _end_lame_duck(self, now: float) -> None:
+        if self.lame_since is None or not self.alive:
+            return
+        if now - self.last_call >= LAME_DUCK_QUIET_SECONDS:
+            why = f"no request for {LAME_DUCK_QUIET_SECONDS:g} s"
+        elif now - self.lame_since >= LAME_DUCK_MAX_SECONDS:
+            why = f"{LAME_DUCK_MAX_SECONDS:g} s after SIGTERM"
+        else:
+            return
+        self.log.info("Worker %s stops accepting: %s", self.pid, why)
+        self.alive = False  # gunicorn's graceful stop: no new connection, drain the others
+
+    def handle_request(self, req: Any, conn: Connection) -> Any:
+        """gthread's, with `Connection: close` on every answer of a lame duck."""
+        self.last_call = time.monotonic()
+        if self.lame_since is not None:
+            req.force_close()
+        return super().handle_request(req, conn)
 
     def accept(self, listener: socket.socket) -> None:
         """Accept a connection and start reading it in the loop (never in a thread)."""
@@ -125,6 +163,7 @@ class WebhookWorker(ThreadWorker):  # type: ignore[misc]  # gunicorn has no type
             sock.close()
             return
         self.nr_conns += 1
+        self.last_call = time.monotonic()
         conn.parser = Received(conn)
         self._read(conn)
 
@@ -188,8 +227,10 @@ class WebhookWorker(ThreadWorker):  # type: ignore[misc]  # gunicorn has no type
         self._read(conn)
 
     def murder_pending(self) -> None:
-        """Close connections past a read deadline (a started request gets a 408 first)."""
+        """Close connections past a read deadline (a started request gets a 408 first); end
+        the lame duck once it is over (the loop runs this at least once a second)."""
         now = time.monotonic()
+        self._end_lame_duck(now)
         if now < self._next_sweep:
             return
         self._next_sweep = now + SWEEP_SECONDS
