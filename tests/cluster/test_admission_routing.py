@@ -41,6 +41,21 @@ def deployment(template_pod: dict) -> dict:
 
 
 GPU_DEPLOYMENT, CPU_DEPLOYMENT = deployment(GPU_MEM_POD), deployment(CPU_POD)
+# A Job that never starts: a suspended one may still change its template's scheduling
+# directives (pkg/apis/batch/validation, ValidateJobSpecUpdate), nothing else of it.
+RUN_ONCE = pod(container(limits={"aliyun.com/gpu-mem": 2}), restartPolicy="Never")
+GPU_JOB = workload("batch/v1", "Job", RUN_ONCE)
+GPU_JOB["spec"]["suspend"] = True
+GPU_TEMPLATE = {**GPU_MEM_POD, "metadata": {"labels": {"app": "gpu"}}}
+
+
+def controlled(obj: dict, kind: str) -> dict:
+    """`obj` with a controller ownerReference to a `kind` (apps/v1 or batch/v1) named gpu."""
+    api_version = "batch/v1" if kind == "CronJob" else "apps/v1"
+    owner = {"apiVersion": api_version, "kind": kind, "name": "gpu", "controller": True}
+    owner["uid"] = "00000000-0000-4000-8000-000000000001"
+    obj["metadata"]["ownerReferences"] = [owner]
+    return obj
 
 
 def create(obj: dict) -> tuple[tuple[str, ...], dict]:
@@ -62,6 +77,19 @@ SLOW_DOWN = (
     ("patch", "deployment", "gpu", "--type=merge", "-p", '{"spec":{"minReadySeconds":5}}'),
     None,
 )
+LABEL_DEPLOYMENT = (("label", "deployment", "gpu", "changed=yes"), None)
+LABEL_JOB = (("label", "job", "gpu", "changed=yes"), None)
+NARROW_JOB = (
+    (
+        "patch",
+        "job",
+        "gpu",
+        "--type=merge",
+        "-p",
+        '{"spec":{"template":{"spec":{"nodeSelector":{"team":"ml"}}}}}',
+    ),
+    None,
+)
 LABEL_POD = (("label", "pod", "gpu", "changed=yes"), None)
 DELETE_POD = (("delete", "pod", "gpu", "--grace-period=0", "--force"), None)
 # where (the test's namespace, one named kube-system or lwgpu-system, or the test's after it
@@ -77,6 +105,45 @@ ROUTING = {
         SLOW_DOWN,
         "Deployment",
         "UPDATE",
+        SENT,
+    ),
+    # Left as it was by the webhook, but sent: a mutating webhook after lwgpu's may change the
+    # template in the same request, and only a webhook called first is called again.
+    "deployment label": (
+        "own",
+        [create(GPU_DEPLOYMENT)],
+        LABEL_DEPLOYMENT,
+        "Deployment",
+        "UPDATE",
+        SENT,
+    ),
+    # What the webhook leaves alone whatever it holds is never sent (not-left-alone-whatever-
+    # it-holds): a Job's UPDATE, even a suspended one's that may change its template...
+    "job label": ("own", [create(GPU_JOB)], LABEL_JOB, "Job", "UPDATE", []),
+    "suspended job template": ("own", [create(GPU_JOB)], NARROW_JOB, "Job", "UPDATE", []),
+    # ... and what a reviewed workload controls
+    "replicaset a deployment controls": (
+        "own",
+        [],
+        dry_create(controlled(workload("apps/v1", "ReplicaSet", GPU_TEMPLATE), "Deployment")),
+        "ReplicaSet",
+        "CREATE",
+        [],
+    ),
+    "job a cronjob controls": (
+        "own",
+        [],
+        dry_create(controlled(workload("batch/v1", "Job", RUN_ONCE), "CronJob")),
+        "Job",
+        "CREATE",
+        [],
+    ),
+    "replicaset of its own": (
+        "own",
+        [],
+        dry_create(workload("apps/v1", "ReplicaSet", GPU_TEMPLATE)),
+        "ReplicaSet",
+        "CREATE",
         SENT,
     ),
     # Pod specs are immutable, so the rules send pods on CREATE only.

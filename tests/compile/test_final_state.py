@@ -18,7 +18,7 @@ from tests.support.paths import DEPLOY, EXAMPLE_POLICIES
 from tests.support.policies import default_policies, policy_from_yaml
 from webhook.compile import Unexpressible, final_state_check
 from webhook.compile.cel import dig, maps, string
-from webhook.compile.scope import governing
+from webhook.compile.scope import governing, reviewed_controller
 from webhook.compile.values import units_held
 from webhook.files import load_policies
 from webhook.policy import PolicySet, Profile, frozen_map
@@ -72,6 +72,21 @@ def test_it_matches_the_requests_the_webhook_is_sent():
     constraints = compiled()[0]["spec"]["matchConstraints"]
     assert constraints["resourceRules"] == sent["rules"]
     assert constraints["namespaceSelector"] == sent["namespaceSelector"]
+
+
+def _cel(text: str) -> str:
+    """CEL text with the spacing and the quotes of its string literals made alike."""
+    return re.sub(r"\s+", "", text).replace('"', "'")
+
+
+def test_the_webhook_is_not_sent_what_a_reviewed_workload_controls():
+    """The webhook's match condition and the check's scope read a controller alike."""
+    patches = yaml.safe_load((DEPLOY / "base" / "webhook-scope.yaml").read_text())
+    [conditions] = [p["value"] for p in patches if p["path"].endswith("/matchConditions")]
+    [expression] = [
+        c["expression"] for c in conditions if c["name"] == "not-left-alone-whatever-it-holds"
+    ]
+    assert _cel(f"!{reviewed_controller()}") in _cel(expression)
 
 
 def test_a_variable_reads_only_variables_defined_before_it():

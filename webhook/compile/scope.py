@@ -179,9 +179,10 @@ def variables(policies: PolicySet) -> list[Named]:
     ]
 
 
-def _reviewed_controller() -> str:
+def reviewed_controller() -> str:
     """Whether the object's controller is a workload the webhook reviews (whose pods it
-    reviews at their CREATE): `webhook.core.lifecycle.controller_of`."""
+    reviews at their CREATE): `webhook.core.lifecycle.controller_of`. The webhook's own
+    scope (deploy/base/webhook-scope.yaml) holds the same expression."""
     owners = dig("object", ("metadata", "ownerReferences"), "[]")
     reviewed = [kind_key(g, k) for g, k in TEMPLATE_PATHS if kind_key(g, k) != POD]
     group = (
@@ -241,6 +242,6 @@ def match_conditions(policies: PolicySet) -> list[Named]:
         },
         {
             "name": "not-controlled-by-a-reviewed-workload",
-            "expression": f"({pod}) || !{_reviewed_controller()}",
+            "expression": f"({pod}) || !{reviewed_controller()}",
         },
     ]
