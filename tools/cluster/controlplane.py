@@ -84,7 +84,8 @@ class ControlPlane:
         self.start("kube-apiserver")
         self._wait_ready()
 
-    def _ssl(self) -> ssl.SSLContext:
+    def admin_tls(self) -> ssl.SSLContext:
+        """A TLS context that trusts the cluster's CA and presents the admin's certificate."""
         context = ssl.create_default_context(cafile=str(self.ca))
         context.load_cert_chain(self.dir / "admin.crt", self.dir / "admin.key")
         return context
@@ -92,7 +93,9 @@ class ControlPlane:
     def get(self, path: str) -> tuple[int, bytes]:
         """GET a path of the apiserver as the admin: status and body (no exception on 4xx)."""
         try:
-            with urllib.request.urlopen(self.server + path, context=self._ssl(), timeout=5) as r:
+            with urllib.request.urlopen(
+                self.server + path, context=self.admin_tls(), timeout=5
+            ) as r:
                 return r.status, r.read()
         except urllib.error.HTTPError as error:
             return error.code, error.read()

@@ -44,13 +44,20 @@ def start(argv: list[str], log: Path, env: dict[str, str] | None = None) -> subp
         )
 
 
-def stop(process: subprocess.Popen[bytes]) -> None:
-    """SIGTERM the process's group, SIGKILL it after a grace period, and reap it."""
+def stop(
+    process: subprocess.Popen[bytes], grace: float = STOP_GRACE_S, whole_group: bool = True
+) -> None:
+    """SIGTERM the process's group (or, not `whole_group`, the process alone, as a container
+    runtime signals a container's first process), SIGKILL the group after `grace` seconds,
+    and reap it."""
     if process.poll() is None:
         with contextlib.suppress(ProcessLookupError):
-            os.killpg(process.pid, signal.SIGTERM)
+            if whole_group:
+                os.killpg(process.pid, signal.SIGTERM)
+            else:
+                os.kill(process.pid, signal.SIGTERM)
         try:
-            process.wait(STOP_GRACE_S)
+            process.wait(grace)
         except subprocess.TimeoutExpired:
             with contextlib.suppress(ProcessLookupError):
                 os.killpg(process.pid, signal.SIGKILL)

@@ -25,12 +25,9 @@ Every loop is bounded in time and count; nothing leaves loopback.
 
 from __future__ import annotations
 
-import argparse
 import collections
 import functools
-import json
 import os
-import platform
 import shutil
 import signal
 import sys
@@ -46,7 +43,7 @@ from tools.paths import REPO
 from tools.reliability import cgroup, watch, worker_faults
 from tools.reliability.load import Load, Record
 from tools.reliability.policy_steps import policy_steps
-from tools.reliability.report import row, table
+from tools.reliability.report import command_line, publish, row, table
 from tools.reliability.watch import AFTER, SEED_ANSWER, TIMEOUT_S, WARM_UP
 from tools.waiting import wait_for
 from webhook import DEFAULT_POLICIES
@@ -126,7 +123,7 @@ def rotate_certificates(work: Path) -> dict[str, Any]:
     install_secret(live, sets[0])
     cas = [s / "ca.crt" for s in sets]
     with (
-        serving(work, DEFAULT_POLICIES, live, workers=2, threads=4) as server,
+        serving(work, DEFAULT_POLICIES, live, workers=2, threads=4, ca=cas[0]) as server,
         Load(server.port, cas, keepalive=1, fresh=6) as load,
     ):
         load.wait_requests(WARM_UP)
@@ -215,30 +212,19 @@ FAULTS = {
 }
 
 
-def _loads(average: tuple[float, float, float]) -> str:
-    return " ".join(f"{value:.2f}" for value in average)
-
-
 def main(argv: list[str] | None = None) -> int:
     """Run the chosen faults (all by default), print the table, write the JSON."""
-    parser = argparse.ArgumentParser(
-        prog="python -m tools.reliability.faults", description=__doc__.split("\n\n")[0]
+    parser, faults, out = command_line(
+        "python -m tools.reliability.faults",
+        __doc__.split("\n\n")[0],
+        "fault",
+        list(FAULTS),
+        OUT,
+        argv,
     )
-    parser.add_argument(
-        "faults",
-        nargs="*",
-        metavar="FAULT",
-        help=f"any of {', '.join(FAULTS)} (default: all, in that order)",
-    )
-    parser.add_argument("--out", type=Path, default=OUT, help="JSON file (default %(default)s)")
-    args = parser.parse_args(argv)
-    unknown = set(args.faults) - set(FAULTS)
-    if unknown:
-        parser.error(f"unknown fault {', '.join(sorted(unknown))}; choose from {', '.join(FAULTS)}")
-    args.faults = args.faults or list(FAULTS)
-    if "oom-worker" in args.faults and (why := cgroup.available()):
+    if "oom-worker" in faults and (why := cgroup.available()):
         parser.error(f"oom-worker runs the server in a memory cgroup, and {why}")
-    if "rotate-certs" in args.faults and (absent := binaries.missing()):
+    if "rotate-certs" in faults and (absent := binaries.missing()):
         # Said before any fault runs, not when the third one reaches install_secret.
         parser.error(
             f"rotate-certs writes the Secret volume with kubelet's AtomicWriter, and "
@@ -247,29 +233,12 @@ def main(argv: list[str] | None = None) -> int:
     before = os.getloadavg()
     rows = []
     with tempfile.TemporaryDirectory(prefix="lwgpu-faults-") as scratch:
-        for name in args.faults:
+        for name in faults:
             work = Path(scratch) / name
             work.mkdir()
             print(f"fault {name} ...", file=sys.stderr, flush=True)
             rows.append(FAULTS[name](work))
-    after = os.getloadavg()
-    print(table(rows))
-    print(f"\nload average (1, 5, 15 min) before: {_loads(before)}; after: {_loads(after)}")
-    args.out.parent.mkdir(parents=True, exist_ok=True)
-    args.out.write_text(
-        json.dumps(
-            {
-                "cpus": os.cpu_count(),
-                "python": platform.python_version(),
-                "time": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
-                "load_average_before": before,
-                "load_average_after": after,
-                "rows": rows,
-            },
-            indent=2,
-        )
-    )
-    print(f"wrote {args.out}", file=sys.stderr)
+    publish(table(rows), rows, before, out)
     return 0
 
 

@@ -1,9 +1,18 @@
-"""The faults table: one row per fault from the load's records, printed as Markdown."""
+"""The faults table: one row per fault from the load's records, printed as Markdown; and what
+the reliability scripts share: their command line, and how they publish a table (printed,
+with the load average, and as JSON)."""
 
 from __future__ import annotations
 
+import argparse
 import collections
+import json
+import os
+import platform
+import sys
+import time
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 from tools.reliability.load import Record
@@ -74,6 +83,57 @@ def row(
         ],
         **extra,
     }
+
+
+def command_line(
+    prog: str, description: str, kind: str, names: list[str], out: Path, argv: list[str] | None
+) -> tuple[argparse.ArgumentParser, list[str], Path]:
+    """A script's command line, `prog [NAME...] [--out FILE]`: its parser (for further
+    checks), the names of `kind` chosen (all by default, in their order) and the JSON file."""
+    parser = argparse.ArgumentParser(prog=prog, description=description)
+    parser.add_argument(
+        "names",
+        nargs="*",
+        metavar=kind.upper(),
+        help=f"any of {', '.join(names)} (default: all, in that order)",
+    )
+    parser.add_argument("--out", type=Path, default=out, help="JSON file (default %(default)s)")
+    args = parser.parse_args(argv)
+    if unknown := set(args.names) - set(names):
+        parser.error(f"unknown {kind} {', '.join(sorted(unknown))}; choose from {', '.join(names)}")
+    return parser, args.names or names, args.out
+
+
+def _loads(average: tuple[float, float, float]) -> str:
+    return " ".join(f"{value:.2f}" for value in average)
+
+
+def publish(
+    markdown: str,
+    rows: list[dict[str, Any]],
+    before: tuple[float, float, float],
+    out: Path,
+) -> None:
+    """Print a script's table and the load average (`os.getloadavg()`) from `before` to now;
+    write the rows, with the machine they ran on, to the JSON file `out`."""
+    after = os.getloadavg()
+    print(markdown)
+    print(f"\nload average (1, 5, 15 min) before: {_loads(before)}; after: {_loads(after)}")
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(
+        json.dumps(
+            {
+                "cpus": os.cpu_count(),
+                "python": platform.python_version(),
+                "time": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
+                "load_average_before": before,
+                "load_average_after": after,
+                "rows": rows,
+            },
+            indent=2,
+        )
+    )
+    print(f"wrote {out}", file=sys.stderr)
 
 
 def table(rows: list[dict[str, Any]]) -> str:
