@@ -145,7 +145,8 @@ def test_swapped_certificate_is_served_without_failed_requests(tmp_path, cert_se
     new_der = x509.load_pem_x509_certificate((second / "tls.crt").read_bytes()).public_bytes(
         Encoding.DER
     )
-    with serving(tmp_path, POLICY, live) as server:
+    # The probe's CA given: the Secret volume holds the serving pair only.
+    with serving(tmp_path, POLICY, live, ca=first / "ca.crt") as server:
         loop = ReviewLoop(server.port, client_context(first / "ca.crt", second / "ca.crt"))
         loop.start()
         try:
