@@ -32,8 +32,9 @@ CHART_VALUES = {
     "cert-manager": ["--set", "certificates.mode=cert-manager"],
     "monitoring": ["--set", "monitoring.enabled=true"],
     "validating-webhook": ["--set", "validatingWebhook.enabled=true"],
+    "discovery": ["--set", "discovery.enabled=true"],
 }
-OVERLAYS = ["cert-manager", "monitoring", "validating-webhook"]
+OVERLAYS = ["cert-manager", "monitoring", "validating-webhook", "discovery"]
 
 
 def custom(obj: dict) -> bool:
@@ -145,7 +146,7 @@ def test_a_cel_error_in_the_charts_match_conditions_is_refused(helm_bin, lwgpu, 
         'The MutatingWebhookConfiguration "lwgpu-mutate" is invalid:'
         " webhooks[0].matchConditions[0].expression: Invalid value:" in done.stderr
     )
-    [expression] = [c["expression"] for c in broken[0]["webhooks"][0]["matchConditions"]]
+    expression = broken[0]["webhooks"][0]["matchConditions"][0]["expression"]
     line = next(n for n, text in enumerate(expression.splitlines(), 1) if "contains(1)" in text)
     assert f"compilation failed: ERROR: <input>:{line}:" in done.stderr
     assert "found no matching overload for 'contains' applied to 'dyn.(int)'" in done.stderr
@@ -192,9 +193,10 @@ SA = f"system:serviceaccount:{NAMESPACE}:"
 # service account, verb, resource (/name), namespace (None: cluster-scoped, "*": every one),
 # allowed. What each component's code asks of the API is allowed; what it must not do is not.
 RBAC = [
-    # webhook/kube/inventory.py, NodeInventory: list_node, and the watch on it
-    ("lwgpu-webhook", "list", "nodes", None, True),
-    ("lwgpu-webhook", "watch", "nodes", None, True),
+    # webhook/kube/inventory.py, NodeInventory (list_node, and the watch on it), only with the
+    # discovery option (tests/cluster/test_discovery_grant.py): the base install grants neither
+    ("lwgpu-webhook", "list", "nodes", None, False),
+    ("lwgpu-webhook", "watch", "nodes", None, False),
     ("lwgpu-webhook", "patch", "nodes", None, False),
     ("lwgpu-webhook", "get", "secrets/lwgpu-webhook-tls", NAMESPACE, False),  # mounted instead
     ("lwgpu-webhook", "get", "configmaps/lwgpu-policies", NAMESPACE, False),  # mounted instead

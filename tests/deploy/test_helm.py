@@ -38,6 +38,7 @@ VALUE_SETS = {  # name -> helm template arguments
     "minimal": ["--set", "labeller.enabled=false", "--set", "networkPolicy.enabled=false"],
     "pinned": ["--set", f"image.digest={DIGEST}", "--set", "image.tag=0.1.0"],
     "validating-webhook": ["--set", "validatingWebhook.enabled=true"],
+    "discovery": ["--set", "discovery.enabled=true"],
 }
 
 
@@ -74,6 +75,7 @@ def test_chart_lints_strictly(helm_bin: Path, values: str) -> None:
         ("cert-manager", "overlays/cert-manager"),
         ("monitoring", "overlays/monitoring"),
         ("validating-webhook", "overlays/validating-webhook"),
+        ("discovery", "overlays/discovery"),
     ],
 )
 def test_chart_renders_what_kustomize_renders(renders, values: str, target: str) -> None:
@@ -165,11 +167,43 @@ VALUE_EFFECTS: list[tuple[str, list[str], Callable[[list[dict]], bool]]] = [
         ),
     ),
     (
-        "priorityClassName",
+        "priorityClassName: the chart's own class by default, made with it",
+        [],
+        lambda objs: (
+            workload_spec(objs, "Deployment", "lwgpu-webhook")["priorityClassName"]
+            == "lwgpu-critical"
+            and [o["metadata"]["name"] for o in objs if o["kind"] == "PriorityClass"]
+            == ["lwgpu-critical"]
+        ),
+    ),
+    (
+        "priorityClassName: another class is used, none made",
         ["--set", "webhook.priorityClassName=system-cluster-critical"],
         lambda objs: (
             workload_spec(objs, "Deployment", "lwgpu-webhook")["priorityClassName"]
             == "system-cluster-critical"
+            and not any(o["kind"] == "PriorityClass" for o in objs)
+        ),
+    ),
+    (
+        "priorityClassName: empty is none",
+        ["--set", "webhook.priorityClassName="],
+        lambda objs: (
+            "priorityClassName" not in workload_spec(objs, "Deployment", "lwgpu-webhook")
+            and not any(o["kind"] == "PriorityClass" for o in objs)
+        ),
+    ),
+    (
+        "discovery off (the default) grants no access to Nodes",
+        [],
+        lambda objs: (
+            not any(
+                o["kind"] == "ClusterRole"
+                and "nodes" in r["resources"]
+                and o["metadata"]["name"] != "lwgpu-labeller"
+                for o in objs
+                for r in o.get("rules", [])
+            )
         ),
     ),
     (
@@ -258,6 +292,7 @@ BAD_VALUES = [  # (helm arguments, what helm's schema error must name)
     (["--set", "image.digest=latest"], "/image/digest"),
     (["--set", "webhook.replica=2"], "replica"),
     (["--set", "labeller.enabled=yes-please"], "/labeller/enabled"),
+    (["--set", "discovery.enabled=yes"], "/discovery/enabled"),
     (["--set", "webhook.priorityClassName=Not A Name"], "/webhook/priorityClassName"),
 ]
 

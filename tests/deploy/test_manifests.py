@@ -14,6 +14,7 @@ import pytest
 from tests.support.deploy import (
     BASE,
     CERT_MANAGER,
+    DISCOVERY,
     K8S_VERSIONS,
     NS,
     VALIDATING,
@@ -30,6 +31,7 @@ from tests.support.paths import SHIPPED_POLICY
 
 CLUSTER_SCOPED = {
     "Namespace",
+    "PriorityClass",
     "ClusterRole",
     "ClusterRoleBinding",
     "MutatingWebhookConfiguration",
@@ -84,15 +86,16 @@ BASE_OBJECTS = (
         ("MutatingWebhookConfiguration", "lwgpu-mutate"),
         ("ValidatingAdmissionPolicy", "lwgpu-final-state"),
         ("ValidatingAdmissionPolicyBinding", "lwgpu-final-state"),
+        ("ValidatingAdmissionPolicy", "lwgpu-labeller-own-node"),
+        ("ValidatingAdmissionPolicyBinding", "lwgpu-labeller-own-node"),
         ("NetworkPolicy", "lwgpu-default-deny"),
         ("NetworkPolicy", "lwgpu-webhook"),
+        ("PriorityClass", "lwgpu-critical"),
     }
     | {
         (k, "lwgpu-webhook")
         for k in (
             "ServiceAccount",
-            "ClusterRole",
-            "ClusterRoleBinding",
             "Deployment",
             "PodDisruptionBudget",
             "Service",
@@ -110,9 +113,10 @@ CERT_MANAGER_OBJECTS = {
     ("Issuer", "lwgpu-ca"),
     ("Certificate", "lwgpu-webhook"),
 }
+# The discovery option: read access to Nodes for the webhook, which the base does not grant.
+DISCOVERY_OBJECTS = {("ClusterRole", "lwgpu-discovery"), ("ClusterRoleBinding", "lwgpu-discovery")}
 NODES = {"apiGroups": [""], "resources": ["nodes"]}
 ROLE_RULES = {
-    ("ClusterRole", "lwgpu-webhook"): [{**NODES, "verbs": ["get", "list", "watch"]}],
     ("ClusterRole", "lwgpu-labeller"): [{**NODES, "verbs": ["get", "patch"]}],
     ("Role", "lwgpu-certs"): [
         {
@@ -162,9 +166,9 @@ ROLE_RULES = {
         }
     ],
 }
-# The ServiceAccount each role is bound to: its own, but the policy-sync sidecar's, which
-# runs in the webhook's pod and so as its ServiceAccount.
-BOUND_TO = {"lwgpu-policy-sync": "lwgpu-webhook"}
+# The ServiceAccount each role is bound to: its own, but the policy-sync sidecar's and
+# discovery's, which run in the webhook's pod and so as its ServiceAccount.
+BOUND_TO = {"lwgpu-policy-sync": "lwgpu-webhook", "lwgpu-discovery": "lwgpu-webhook"}
 
 WEBHOOK_RULES = [
     {"apiGroups": [""], "apiVersions": ["v1"], "resources": ["pods"], "operations": ["CREATE"]},
@@ -191,7 +195,7 @@ WEBHOOK_RULES = [
 
 @requires_kubectl
 @pytest.mark.parametrize("version", K8S_VERSIONS)
-@pytest.mark.parametrize("target", [BASE, CERT_MANAGER, VALIDATING])
+@pytest.mark.parametrize("target", [BASE, CERT_MANAGER, VALIDATING, DISCOVERY])
 def test_every_object_validates_against_the_kubernetes_schema(target, version):
     # No schema for custom resources; see the overlay tests.
     errors, custom = schema_errors(render(target), version)
@@ -206,6 +210,7 @@ def test_every_object_validates_against_the_kubernetes_schema(target, version):
         (BASE, BASE_OBJECTS),
         (CERT_MANAGER, BASE_OBJECTS - CERT_JOB_OBJECTS | CERT_MANAGER_OBJECTS),
         (VALIDATING, BASE_OBJECTS | {("ValidatingWebhookConfiguration", "lwgpu-validate")}),
+        (DISCOVERY, BASE_OBJECTS | DISCOVERY_OBJECTS),
     ],
 )
 def test_each_target_renders_exactly_the_expected_objects(target, expected):
@@ -261,7 +266,36 @@ def test_rbac_is_least_privilege(role, rules):
 def test_each_workload_runs_as_its_own_bound_service_account(kind, name):
     account = pod_template(find(kind, name))["spec"]["serviceAccountName"]
     assert ("ServiceAccount", account) in BASE_OBJECTS
-    assert any(role[1] == account for role in ROLE_RULES)
+    assert account in {BOUND_TO.get(role, role) for _, role in ROLE_RULES}
+
+
+@requires_kubectl
+def test_only_the_discovery_option_lets_the_webhook_read_nodes():
+    """The base grants no rule on Nodes but the labeller's (which patches its own); the option
+    adds list and watch, what the node inventory uses (webhook/kube/inventory.py), for the
+    webhook's ServiceAccount, and leaves every other object as the base renders it."""
+
+    def on_nodes(target):
+        return {
+            o["metadata"]["name"]
+            for o in render(target)
+            if o["kind"] == "ClusterRole" and any("nodes" in r["resources"] for r in o["rules"])
+        }
+
+    assert on_nodes(BASE) == {"lwgpu-labeller"}
+    assert on_nodes(DISCOVERY) == {"lwgpu-labeller", "lwgpu-discovery"}
+    assert find("ClusterRole", "lwgpu-discovery", DISCOVERY)["rules"] == [
+        {**NODES, "verbs": ["list", "watch"]}
+    ]
+    binding = find("ClusterRoleBinding", "lwgpu-discovery", DISCOVERY)
+    assert binding["roleRef"]["name"] == "lwgpu-discovery"
+    assert binding["subjects"] == [
+        {"kind": "ServiceAccount", "name": "lwgpu-webhook", "namespace": NS}
+    ]
+    added = [
+        o for o in render(DISCOVERY) if (o["kind"], o["metadata"]["name"]) in DISCOVERY_OBJECTS
+    ]
+    assert [o for o in render(DISCOVERY) if o not in added] == list(render(BASE))
 
 
 def without_identity(template: dict) -> dict:
@@ -347,7 +381,10 @@ def test_webhook_configuration(kind, name, path, failure_policy, target):
             }
         ]
     }
-    assert [c["name"] for c in webhook["matchConditions"]] == ["mentions-gpu"]
+    assert [c["name"] for c in webhook["matchConditions"]] == [
+        "mentions-gpu",
+        "not-left-alone-whatever-it-holds",
+    ]
 
 
 @requires_kubectl

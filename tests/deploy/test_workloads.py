@@ -19,6 +19,7 @@ from tests.support.deploy import (
 )
 from tests.support.kubectl import requires_kubectl
 from webhook import __version__
+from webhook.server.master import GRACEFUL_TIMEOUT_SECONDS
 
 IMAGE = f"ghcr.io/lwgpu/lwgpu:{__version__}"  # the install runs this release's image
 
@@ -82,6 +83,28 @@ DEPLOYMENT_CHECKS = [  # (what, value read from the Deployment and its container
             ]
         ],
         [("kubernetes.io/hostname", {"app.kubernetes.io/name": "lwgpu-webhook"})],
+    ),
+    (
+        "zone spread, never blocking",
+        lambda d, c: d["spec"]["template"]["spec"]["topologySpreadConstraints"],
+        [
+            {
+                "maxSkew": 1,
+                "topologyKey": "topology.kubernetes.io/zone",
+                "whenUnsatisfiable": "ScheduleAnyway",
+                "labelSelector": {"matchLabels": {"app.kubernetes.io/name": "lwgpu-webhook"}},
+            }
+        ],
+    ),
+    (
+        "priority",
+        lambda d, c: d["spec"]["template"]["spec"]["priorityClassName"],
+        "lwgpu-critical",
+    ),
+    (
+        "preStop pause, no command",
+        lambda d, c: c["lifecycle"],
+        {"preStop": {"sleep": {"seconds": 10}}},
     ),
     ("command", lambda d, c: (c["command"], c["args"]), (["python", "-m", "webhook"], SERVE_ARGS)),
     (
@@ -153,6 +176,35 @@ SIDECAR_CHECKS = [  # (what, value read from the policy-sync container, expected
 @pytest.mark.parametrize("what, read, expected", SIDECAR_CHECKS, ids=[c[0] for c in SIDECAR_CHECKS])
 def test_policy_sync_sidecar(what, read, expected):
     assert read(named_container("Deployment", "lwgpu-webhook", "policy-sync")) == expected
+
+
+@requires_kubectl
+def test_a_stopping_webhook_pod_drains_before_it_is_killed():
+    """The kubelet runs preStop, then sends SIGTERM, and SIGKILL when the grace period, counted
+    from the start, runs out: it must cover the pause and gunicorn's graceful timeout for the
+    reviews in flight. The sleep action must also be within the grace period to validate
+    (pkg/apis/core/validation/validation.go, validateSleepAction)."""
+    spec = pod_template(find("Deployment", "lwgpu-webhook"))["spec"]
+    pause = named_container("Deployment", "lwgpu-webhook", "webhook")["lifecycle"]["preStop"]
+    assert (
+        spec["terminationGracePeriodSeconds"] > pause["sleep"]["seconds"] + GRACEFUL_TIMEOUT_SECONDS
+    )
+
+
+@requires_kubectl
+def test_the_webhook_priority_class_is_the_highest_a_user_class_may_have():
+    priority = find("PriorityClass", "lwgpu-critical")
+    assert (priority["value"], priority["globalDefault"]) == (1_000_000_000, False)
+    assert (
+        pod_template(find("Deployment", "lwgpu-webhook"))["spec"]["priorityClassName"]
+        == (priority["metadata"]["name"])
+    )
+    # Only the webhook: the other workloads wait on nothing of the cluster's.
+    assert [
+        name
+        for kind, name in WORKLOADS
+        if pod_template(find(kind, name))["spec"].get("priorityClassName") == "lwgpu-critical"
+    ] == ["lwgpu-webhook"]
 
 
 @requires_kubectl

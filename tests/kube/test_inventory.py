@@ -21,11 +21,13 @@ from tools.loopback.server import free_port
 from tools.waiting import wait_for
 from webhook.core.placement import best_fit
 from webhook.kube.client import api_client
-from webhook.kube.inventory import NodeInventory
+from webhook.kube.inventory import FORBIDDEN_FIX, NodeInventory
 from webhook.policy import Profile
 from webhook.scheduling import profiles_from_labels
 
 LOG = "webhook.kube.inventory"
+# The Node grant, an option of the install (the base has none).
+DISCOVERY = "../components/discovery/discovery.yaml"
 
 
 def summary(profiles):
@@ -202,29 +204,42 @@ def retry_delays(records) -> list[str]:
     return [r.getMessage().rsplit(" ", 1)[-1] for r in records if "retrying in" in r.getMessage()]
 
 
-def test_forbidden_is_retried_with_backoff_until_rbac_allows(
+def test_forbidden_is_an_error_naming_the_permission_until_rbac_allows(
     control_plane, service_accounts, start, caplog
 ):
-    """As a ServiceAccount without RBAC the list is a real 403: retried after doubling delays,
-    capped; the first failure a warning, the same failure again debug lines. Once the shipped
-    lwgpu-webhook ClusterRole is bound, one info line, and the classes are there."""
+    """As a ServiceAccount without RBAC the list is a real 403: an install without the Node
+    grant. Retried after doubling delays, capped; an error that quotes the apiserver's refusal
+    (user, verb, resource) and names the fix, said again after `remind_s`, debug lines between.
+    Once the shipped lwgpu-discovery ClusterRole is bound, one info line, and the classes."""
     kubeconfig = service_accounts.create("webhook")
     core = client.CoreV1Api(api_client(str(kubeconfig)))
     host = core.api_client.configuration.host
     with caplog.at_level(logging.DEBUG, logger=LOG):
-        inventory = start(core, synced=False, backoff=(0.05, 0.2))
-        wait_for(lambda: len(retry_delays(caplog.records)) >= 5, timeout=60, what="five failures")
-        service_accounts.grant("webhook", "webhook.yaml", "lwgpu-webhook")
+        inventory = start(core, synced=False, backoff=(0.05, 0.2), remind_s=0.5)
+        wait_for(
+            lambda: len([r for r in caplog.records if r.levelno == logging.ERROR]) >= 2,
+            timeout=60,
+            what="the refusal said twice",
+        )
+        service_accounts.grant("webhook", DISCOVERY, "lwgpu-discovery")
         assert inventory.wait_synced(60)
         wait_for(lambda: any(r.levelno == logging.INFO for r in caplog.records), timeout=60)
     records = [r for r in caplog.records if r.name == LOG]
     delays = retry_delays(records)
     assert delays == [f"{min(0.05 * 2**i, 0.2):.2f}s" for i in range(len(delays))]
-    assert [r.levelname for r in records] == ["WARNING", *["DEBUG"] * (len(delays) - 1), "INFO"]
-    assert records[0].getMessage() == (
-        f"node inventory: API server {host} answered 403 Forbidden; "
-        "no nodes listed yet, retrying in 0.05s"
+    levels = [r.levelname for r in records]
+    assert levels[0] == "ERROR" and levels[-1] == "INFO"
+    assert set(levels[1:-1]) == {"ERROR", "DEBUG"}
+    refused = (
+        f"node inventory: API server {host} answered 403 Forbidden: nodes is forbidden: User"
+        f' "system:serviceaccount:{service_accounts.namespace}:webhook" cannot list resource'
+        f' "nodes" in API group "" at the cluster scope; {FORBIDDEN_FIX}; no nodes listed yet,'
+        " retrying in "
     )
+    errors = [r.getMessage() for r in records if r.levelno == logging.ERROR]
+    assert errors[0] == refused + "0.05s"
+    assert all(e.startswith(refused) for e in errors)
+    assert "deploy/overlays/discovery" in FORBIDDEN_FIX and "discovery.enabled" in FORBIDDEN_FIX
     assert summary(inventory.profiles()) == summary(cluster_profiles(control_plane))
 
 

@@ -2,13 +2,14 @@
 session (tests/support/cluster.py) become classes.
 
 The real server runs with ``policies/default.yaml`` plus ``discoverProfiles: true`` and a
-kubeconfig (``KUBECONFIG``) of a ServiceAccount holding the rules of the shipped lwgpu-webhook
-ClusterRole (deploy/base/webhook.yaml). The fleet's GPU classes are discovered from the start;
-a Node of the test's own adds a class, and when it goes the class goes; while kube-apiserver is
-down, reviews are answered from the last snapshot, and after its restart the Nodes are followed
-again. Discovery's own logic (when the merged policies are rebuilt, what it reports) runs on
-FakeInventory (tests/fakes/inventory.py): a snapshot replaced on demand and an exact age, which
-a real inventory cannot give; tests/kube/test_fake_inventory.py holds it to NodeInventory.
+kubeconfig (``KUBECONFIG``) of a ServiceAccount holding the rules of the shipped
+lwgpu-discovery ClusterRole (deploy/components/discovery, the install's discovery option).
+The fleet's GPU classes are discovered from the start; a Node of the test's own adds a class,
+and when it goes the class goes; while kube-apiserver is down, reviews are answered from the
+last snapshot, and after its restart the Nodes are followed again. Discovery's own logic
+(when the merged policies are rebuilt, what it reports) runs on FakeInventory
+(tests/fakes/inventory.py): a snapshot replaced on demand and an exact age, which a real
+inventory cannot give; tests/kube/test_fake_inventory.py holds it to NodeInventory.
 """
 
 from __future__ import annotations
@@ -84,7 +85,7 @@ def test_classes_follow_the_nodes_and_survive_an_apiserver_restart(
     tmp_path, policy, control_plane, own_nodes, service_accounts
 ):
     kubeconfig = service_accounts.create("webhook")
-    service_accounts.grant("webhook", "webhook.yaml", "lwgpu-webhook")
+    service_accounts.grant("webhook", "../components/discovery/discovery.yaml", "lwgpu-discovery")
     p4 = own_nodes.create("tesla-p4", {MEM: "7611MiB", NAME: "Tesla-P4"})
     with serving(tmp_path, policy, env={"KUBECONFIG": str(kubeconfig)}) as server:
         # 7611MiB is ours; the fleet's and the static classes offer 8192MiB at best

@@ -26,6 +26,7 @@ from webhook.api.types import KubeObject
 
 BASE, CERT_MANAGER = "", "overlays/cert-manager"
 VALIDATING = "overlays/validating-webhook"  # the base with components/validating-webhook
+DISCOVERY = "overlays/discovery"  # the base with components/discovery (Node read access)
 NS = "lwgpu-system"
 SERVE_ARGS = [
     "serve",

@@ -5,10 +5,13 @@ classes as a snapshot of `Profile`s. Reviews only ever read that snapshot: the w
 runs in the request path, and an unreachable API server leaves the last snapshot in place
 (its age is what `/metrics` shows). Failures are retried with backoff and logged once when
 they start (address and cause in a few words) and once when the API server answers again.
+A 403 is no outage but an install without the Node grant: it is an error, naming the
+permission and the fix, and said again every few minutes for as long as it lasts.
 """
 
 from __future__ import annotations
 
+import json
 import logging
 import math
 import ssl
@@ -25,6 +28,15 @@ from webhook.scheduling import profiles_from_labels
 
 LOG = logging.getLogger(__name__)
 URLLIB3_LOG = logging.getLogger("urllib3.connectionpool")
+# The base install grants the webhook's ServiceAccount nothing on Nodes: only a policy that
+# discovers needs them, and the grant is an option of the install.
+FORBIDDEN_FIX = (
+    "profile discovery (a policy with discoverProfiles: true) needs list and watch on nodes:"
+    " install the discovery option (kubectl apply -k deploy/overlays/discovery/, or the"
+    " chart's discovery.enabled=true); serving the static profiles meanwhile"
+)
+# How often a refusal that lasts is said again, as an error.
+REMIND_S = 300.0
 
 
 class NodeInventory:
@@ -32,7 +44,8 @@ class NodeInventory:
 
     `core` is a CoreV1Api; the caller builds it (in-cluster or kubeconfig) and only GET, LIST
     and WATCH on nodes are used. `backoff` is (first, max) seconds between failed attempts;
-    `watch_timeout_s` bounds one watch request, after which it resumes from its resourceVersion.
+    `watch_timeout_s` bounds one watch request, after which it resumes from its resourceVersion;
+    `remind_s` is how often a lasting 403 is logged again.
     """
 
     def __init__(
@@ -40,14 +53,17 @@ class NodeInventory:
         core: client.CoreV1Api,
         backoff: tuple[float, float] = (0.5, 30.0),
         watch_timeout_s: int = 300,
+        remind_s: float = REMIND_S,
     ):
         self._core, self._backoff, self._watch_timeout_s = core, backoff, watch_timeout_s
+        self._remind_s = remind_s
         self._profiles: tuple[Profile, ...] = ()
         self._labels: dict[str, dict[str, str]] = {}
         self._synced_at: float | None = None
         self._stop = threading.Event()
         self._synced = threading.Event()
         self._failing: str | None = None  # the cause last logged, while requests fail
+        self._logged_at = 0.0  # and when (monotonic)
         self._watch: watch.Watch | None = None
         self._thread = threading.Thread(target=self._run, name="node-inventory", daemon=True)
 
@@ -147,27 +163,35 @@ class NodeInventory:
                     LOG.info("node inventory: watch expired (410), re-listing nodes")
                     version = None
                     continue
+                forbidden = err.status == 403
                 cause = f"API server {self._host()} answered {err.status} {err.reason}"
+                if forbidden:
+                    cause = f"{cause}: {refusal(err)}; {FORBIDDEN_FIX}"
             except (urllib3_exceptions.HTTPError, OSError) as err:
+                forbidden = False
                 cause = f"cannot reach the API server {self._host()}: {failure(err)}"
             if self._stop.is_set():
                 break
-            self._failed(cause, delay)
+            self._failed(cause, delay, forbidden)
             self._stop.wait(delay)
             delay = min(delay * 2, self._backoff[1])
 
     def _host(self) -> str:
         return str(self._core.api_client.configuration.host)
 
-    def _failed(self, cause: str, delay: float) -> None:
+    def _failed(self, cause: str, delay: float, forbidden: bool) -> None:
         # One warning when the failure starts or its cause changes; the retries in between
-        # are debug lines, so an API server that is away for hours costs one log line.
-        if cause == self._failing:
+        # are debug lines, so an API server that is away for hours costs one log line. A
+        # refusal is the install's to fix, not the network's: an error, repeated now and then
+        # so that it is still in the log when someone looks for why nothing was discovered.
+        now = time.monotonic()
+        if cause == self._failing and not (forbidden and now - self._logged_at >= self._remind_s):
             LOG.debug("node inventory: still %s; retrying in %.2fs", cause, delay)
             return
-        self._failing = cause
+        self._failing, self._logged_at = cause, now
         kept = "keeping the last snapshot" if self._synced.is_set() else "no nodes listed yet"
-        LOG.warning("node inventory: %s; %s, retrying in %.2fs", cause, kept, delay)
+        level = logging.ERROR if forbidden else logging.WARNING
+        LOG.log(level, "node inventory: %s; %s, retrying in %.2fs", cause, kept, delay)
 
     def _answered(self) -> None:
         if self._failing is not None:
@@ -185,6 +209,17 @@ class _QuietRetries(logging.Filter):
 
     def filter(self, record: logging.LogRecord) -> bool:
         return record.thread != self._thread or not str(record.msg).startswith("Retrying")
+
+
+def refusal(err: ApiException) -> str:
+    """The apiserver's own words for a refusal (its Status message names the user, the verb
+    and the resource), or the body as sent when it is not a Status."""
+    body = err.body.decode(errors="replace") if isinstance(err.body, bytes) else str(err.body)
+    try:
+        message = json.loads(body).get("message")
+    except (ValueError, AttributeError):
+        message = None
+    return message if isinstance(message, str) and message else body.strip()[:300]
 
 
 def failure(err: BaseException) -> str:
