@@ -62,7 +62,7 @@ def complete(tmp_path, words: list[str]) -> list[str]:
         (["lwgpu", "re"], {"review"}),
         (["lwgpu", "policy", ""], {"check", "explain"}),
         (["lwgpu", "review", "--o"], {"--output"}),
-        (["lwgpu", "review", "-o", ""], {"json", "yaml", "patch", "diff"}),
+        (["lwgpu", "review", "-o", ""], {"json", "yaml", "patch", "diff", "junit"}),
         (["lwgpu", "review", "x.yaml", "-n", "ns", "--output", "d"], {"diff"}),
         (["lwgpu", "policy", "check", "--n"], {"--nodes"}),
         (["lwgpu", "serve", "--client"], {"--client-ca"}),

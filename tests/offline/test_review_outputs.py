@@ -18,6 +18,7 @@ import tempfile
 import pytest
 import yaml
 
+from tests.offline.junit_schema import check_junit
 from tests.support.builders import admission_review, container, pod, workload
 from tests.support.cli import run_cli
 from tests.support.golden import check_golden
@@ -52,7 +53,7 @@ def mixed_inputs(root) -> tuple[list[str], str]:
     return ["deploy.yaml", "chart", "review.json", "list.yaml", "-"], stdin
 
 
-@pytest.mark.parametrize("fmt", ["json", "yaml", "patch", "diff"])
+@pytest.mark.parametrize("fmt", ["json", "yaml", "patch", "diff", "junit"])
 def test_mixed_inputs_golden(fmt, tmp_path, monkeypatch):
     """Each format on the mixed set: every readable document reviewed and printed, the
     unreadable template reported on stderr, exit 2; stdout and stderr equal the golden file."""
@@ -61,6 +62,8 @@ def test_mixed_inputs_golden(fmt, tmp_path, monkeypatch):
     code, out, err = run_cli("review", *argv, "-o", fmt, stdin=stdin)
     assert code == 2
     assert "error: chart/a-template.yaml: line 2: not valid YAML" in err
+    if fmt == "junit":
+        check_junit(out)
     text = (
         f"$ python -m webhook review {' '.join(argv)} -o {fmt}\nexit {code}\n"
         f"--- stdout\n{out}--- stderr\n{err}"

@@ -15,6 +15,7 @@ import argparse
 import sys
 
 from webhook.offline.cluster import policy_findings
+from webhook.offline.junit import Report
 from webhook.offline.manifests import InputError, read_inputs
 from webhook.offline.outputs import print_outputs
 from webhook.offline.review import Verdict, left_out, review_document, unplaced
@@ -42,15 +43,16 @@ def configure(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--output",
         "-o",
-        choices=("json", "yaml", "patch", "diff"),
+        choices=("json", "yaml", "patch", "diff", "junit"),
         help="yaml: every admitted object as it would be stored (rewritten or unchanged; "
         "for an AdmissionReview its request.object), a '# lwgpu: denied' comment in place "
         "of each denied one; json: an array with one verdict per object (where, ref, "
         "outcome, patch...; an AdmissionReview's also holds the server's response), but an "
         "input that is exactly one AdmissionReview prints the AdmissionReview the server "
         "answers; patch: one JSON line per object with where, ref, outcome and its JSON "
-        "Patch; diff: a unified diff per rewritten object, as kubectl diff shows it. "
-        "Default: json for AdmissionReviews, yaml for manifests",
+        "Patch; diff: a unified diff per rewritten object, as kubectl diff shows it; junit: JUnit "
+        "XML for CI test reports, a testsuite per file, a testcase per object, a failure per "
+        "denied one. Default: json for AdmissionReviews, yaml for manifests",
     )
     parser.add_argument(
         "--namespace",
@@ -83,10 +85,12 @@ def run(args: argparse.Namespace) -> int:
     policies = policies_from(args)
     documents, errors = read_inputs(args.paths)
     verdicts: list[Verdict] = []
+    left: list[tuple[str, str]] = []
     for doc in documents:
         reason = left_out(doc)
         if reason:
             print(f"warning: {doc.where}: left out: {reason}", file=sys.stderr)
+            left.append((doc.where, reason))
             continue
         try:
             verdicts.append(review_document(doc, policies, args.namespace))
@@ -95,13 +99,16 @@ def run(args: argparse.Namespace) -> int:
     for error in errors:
         say_error(args, error)
     nodes = nodes_from(args)
-    unplaceable = []
+    unplaceable: list[Verdict] = []
+    findings: list[str] = []
     if nodes is not None:
         # What `policy check --nodes` warns about; warnings only, the exit code is the pods'.
-        for finding in policy_findings(policies, nodes):
+        findings = policy_findings(policies, nodes)
+        for finding in findings:
             print(f"warning: {finding}", file=sys.stderr)
         unplaceable = unplaced(verdicts, nodes)
-    print_outputs(verdicts, args.output, whole=not errors)
+    report = Report(errors, left, unplaceable, args.nodes or "", findings, args.exit_code)
+    print_outputs(verdicts, args.output, whole=not errors, report=report)
     for verdict in unplaceable:
         print(
             f"Unschedulable: {verdict['where']} {verdict['ref']}: its nodeSelector and required "

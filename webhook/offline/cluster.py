@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Mapping, Sequence
+from typing import Any
 
 from webhook.api.names import COUNT_LABEL, GPU_RESOURCE, MEM_LABEL
 from webhook.api.types import KubeObject
@@ -30,19 +31,30 @@ def read_nodes(path: str) -> dict[str, dict[str, str]]:
     documents = read_documents([path])
     for document in documents:
         body = as_map(document.body)
-        if body.get("kind") != "Node":
-            continue
-        metadata = as_map(body.get("metadata"))
-        labels = {k: v for k, v in as_map(metadata.get("labels")).items() if isinstance(v, str)}
-        if GPU_RESOURCE in as_map(as_map(body.get("status")).get("capacity")):
-            labels.setdefault(COUNT_LABEL, "?")  # a GPU node even where no label says so
-        nodes[str(metadata.get("name") or document.where)] = labels
+        if body.get("kind") == "Node":
+            nodes[node_name(body) or document.where] = node_labels(body)
     if not nodes:
         raise InputError(
             f"{path}: no Node in it, only {_held(documents)}; write it with"
-            f" `kubectl get nodes -o yaml > {path}`"
+            f" `kubectl get nodes -o yaml > {path}`",
+            path,
         )
     return nodes
+
+
+def node_name(node: Mapping[str, Any]) -> str:
+    """A Node's name ('' where it has none)."""
+    return str(as_map(node.get("metadata")).get("name") or "")
+
+
+def node_labels(node: Mapping[str, Any]) -> dict[str, str]:
+    """A Node's labels as the findings read them: a node whose capacity holds GPUs counts as
+    a GPU node even where no label says so."""
+    metadata = as_map(node.get("metadata"))
+    labels = {k: v for k, v in as_map(metadata.get("labels")).items() if isinstance(v, str)}
+    if GPU_RESOURCE in as_map(as_map(node.get("status")).get("capacity")):
+        labels.setdefault(COUNT_LABEL, "?")
+    return labels
 
 
 def _held(documents: Sequence[Manifest]) -> str:

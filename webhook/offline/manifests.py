@@ -20,7 +20,12 @@ from webhook.policy.yamldocs import YamlError, load_all
 
 
 class InputError(ValueError):
-    """An input that cannot be read or parsed (exit code 2)."""
+    """An input that cannot be read or parsed (exit code 2); `where` is the input it is
+    about (a file, `file#index`), for reports that group by file (`-o junit`)."""
+
+    def __init__(self, message: str, where: str = "") -> None:
+        super().__init__(message)
+        self.where = where
 
 
 @dataclass(frozen=True)
@@ -39,11 +44,11 @@ def _parse(text: str, where: str) -> list[Any]:
         except json.JSONDecodeError:
             pass  # YAML flow style also starts with '{': let the YAML parser judge it
         except RecursionError:
-            raise InputError(f"{where}: not valid JSON: nested too deeply") from None
+            raise InputError(f"{where}: not valid JSON: nested too deeply", where) from None
     try:
         documents = load_all(text, where)
     except YamlError as err:
-        raise InputError(str(err)) from None
+        raise InputError(str(err), where) from None
     # A top-level sequence holds documents, as a JSON array does.
     return documents[0] if len(documents) == 1 and isinstance(documents[0], list) else documents
 
@@ -63,7 +68,7 @@ def _read_file(file: Path | None) -> list[Manifest]:
     try:
         text = sys.stdin.read() if file is None else file.read_text(encoding="utf-8")
     except (OSError, UnicodeDecodeError) as err:
-        raise InputError(unreadable(name, err)) from None
+        raise InputError(unreadable(name, err), name) from None
     documents: list[Manifest] = []
     for index, body in enumerate(_parse(text, name)):
         documents.extend(_expand(body, f"{name}#{index}"))
@@ -84,7 +89,7 @@ def read_inputs(paths: list[str]) -> tuple[list[Manifest], list[InputError]]:
                 [None] if path == "-" else list(files_under(Path(path), MANIFEST_SUFFIXES))
             )
         except OSError as err:  # a directory that cannot be listed
-            errors.append(InputError(unreadable(err.filename or path, err)))
+            errors.append(InputError(unreadable(err.filename or path, err), path))
             continue
         for file in files:
             try:
@@ -93,12 +98,8 @@ def read_inputs(paths: list[str]) -> tuple[list[Manifest], list[InputError]]:
                 errors.append(err)
     if not documents and not errors:
         # An empty review passing CI silently usually means a wrong path or an empty pipe.
-        errors.append(
-            InputError(
-                "no objects to review in "
-                + ", ".join("<stdin>" if p == "-" else p for p in paths or ["-"])
-            )
-        )
+        named = ", ".join("<stdin>" if p == "-" else p for p in paths or ["-"])
+        errors.append(InputError(f"no objects to review in {named}", named))
     return documents, errors
 
 

@@ -16,6 +16,7 @@ from typing import Any, Final
 
 from webhook.api.workload import as_map, group_of
 
+from .junit import Report, junit_xml
 from .review import Verdict
 from .yaml_output import dump_manifest
 
@@ -132,11 +133,16 @@ def print_diffs(results: list[Verdict]) -> None:
             sys.stdout.write(manifest_diff(result))
 
 
-def print_outputs(results: list[Verdict], output: str | None, whole: bool) -> None:
-    """Warnings and denials on stderr, then the results on stdout in the `--output` format."""
+def print_outputs(
+    results: list[Verdict], output: str | None, whole: bool, report: Report | None = None
+) -> None:
+    """Warnings and denials on stderr, then the results on stdout in the `--output` format
+    (`junit` also reports what `report` holds)."""
     print_notices(results)
     fmt = output or default_format(results)
-    if fmt == "patch":
+    if fmt == "junit":
+        sys.stdout.write(junit_xml(results, report or Report()))
+    elif fmt == "patch":
         print_patches(results)
     elif fmt == "json":
         print_json(results, whole)

@@ -69,7 +69,7 @@ def review_document(doc: Manifest, policies: PolicySet, default_ns: str) -> Verd
         try:
             request = parse_request(body)
         except BadReview as err:
-            raise InputError(f"{doc.where}: {err}") from None
+            raise InputError(f"{doc.where}: {err}", doc.where) from None
         result = review(request, policies, "mutate")
         answer = result.response["response"]
         namespace = request.get("namespace") or ""
@@ -89,7 +89,7 @@ def review_document(doc: Manifest, policies: PolicySet, default_ns: str) -> Verd
             "namespace": namespace,
         }
     if not isinstance(body, dict):
-        raise InputError(f"{doc.where}: not an object (got {type(body).__name__})")
+        raise InputError(f"{doc.where}: not an object (got {type(body).__name__})", doc.where)
     raw_metadata = body.get("metadata")
     metadata = raw_metadata if isinstance(raw_metadata, dict) else {}
     namespace = metadata.get("namespace") or default_ns
