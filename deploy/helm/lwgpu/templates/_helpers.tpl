@@ -107,7 +107,7 @@ metadata:
 {{- end }}
 
 {{/*
-The objects of a file of deploy/ (dict "root" $ "text" <its text>, from .Files.Get of its link
+The objects of a file of deploy/ (dict "root" $ "text" <its text>, from .Files.Get of its copy
 in files/), each with the chart's labels: one source for both installs.
 */}}
 {{- define "lwgpu.deployObjects" -}}
