@@ -25,9 +25,10 @@ COPIES = {  # path under the chart's files/ -> the file it copies
     "final-state.yaml": DEPLOY / "base" / "final-state.yaml",
     "certs-policy.yaml": DEPLOY / "base" / "certs-policy.yaml",
     "labeller-confinement.yaml": DEPLOY / "base" / "labeller-confinement.yaml",
-    "monitoring/servicemonitor.yaml": DEPLOY / "monitoring" / "servicemonitor.yaml",
-    "monitoring/prometheusrule.yaml": DEPLOY / "monitoring" / "prometheusrule.yaml",
-    "monitoring/lwgpu-dashboard.json": DEPLOY / "monitoring" / "lwgpu-dashboard.json",
+    **{
+        f"monitoring/{name}": DEPLOY / "components" / "monitoring" / name
+        for name in ("servicemonitor.yaml", "prometheusrule.yaml", "lwgpu-dashboard.json")
+    },
 }
 
 

@@ -11,25 +11,18 @@ every render (tests/cluster/test_install.py).
 
 from __future__ import annotations
 
-import copy
 from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 
+from tests.deploy.installs import normalised
 from tests.support import helm
 from tests.support.deploy import K8S_VERSIONS, kustomize, schema_errors
 from tests.support.kubectl import requires_kubectl
 from tests.support.paths import DEPLOY, EXAMPLE_POLICIES, SHIPPED_POLICY
 from webhook import __version__
 
-# The labels Helm's own templates add; kustomize's part-of label is on both renders.
-HELM_LABELS = {
-    "app.kubernetes.io/managed-by",
-    "app.kubernetes.io/instance",
-    "app.kubernetes.io/version",
-    "helm.sh/chart",
-}
 DIGEST = "sha256:" + "ab" * 32
 VALUE_SETS = {  # name -> helm template arguments
     "default": [],
@@ -46,18 +39,6 @@ VALUE_SETS = {  # name -> helm template arguments
 def renders(helm_bin: Path) -> dict[str, list[dict]]:
     """The chart rendered with each value set."""
     return {name: helm.template(*args) for name, args in VALUE_SETS.items()}
-
-
-def normalised(objects: list[dict]) -> dict[tuple[str, str], dict]:
-    """(kind, name) -> the object without Helm's own labels."""
-    out = {}
-    for obj in objects:
-        obj = copy.deepcopy(obj)
-        labels = obj["metadata"].get("labels", {})
-        for label in HELM_LABELS:
-            labels.pop(label, None)
-        out[obj["kind"], obj["metadata"]["name"]] = obj
-    return out
 
 
 @pytest.mark.parametrize("values", sorted(VALUE_SETS))
@@ -85,7 +66,7 @@ def test_chart_renders_what_kustomize_renders(renders, values: str, target: str)
             assert chart[kind, "lwgpu-webhook"]["metadata"]["labels"].pop("release") == "kps"
     objects = kustomize(DEPLOY / target)
     assert [o["kind"] for o in objects if o["kind"] == "Namespace"] == ["Namespace"]
-    assert chart == normalised([o for o in objects if o["kind"] != "Namespace"])
+    assert chart == normalised(objects)
 
 
 @pytest.mark.parametrize("version", K8S_VERSIONS)

@@ -1,10 +1,11 @@
 """Every metric the monitoring assets query exists in `/metrics` of a running server.
 
-The PrometheusRule (deploy/monitoring/prometheusrule.yaml) and the Grafana dashboard
-(deploy/monitoring/lwgpu-dashboard.json) name `lwgpu_` series in PromQL; a renamed or removed
-metric would silently turn an alert into one that never fires. The names are read out of every
-expression and checked against the sample names a real `webhook serve` exposes after one review
-(labelled counters and histograms only have samples once a label set is used).
+The PrometheusRule (deploy/components/monitoring/prometheusrule.yaml) and the Grafana
+dashboard (deploy/components/monitoring/lwgpu-dashboard.json) name `lwgpu_` series in PromQL; a
+renamed or removed metric would silently turn an alert into one that never fires. The names are
+read out of every expression and checked against the sample names a real `webhook serve`
+exposes after one review (labelled counters and histograms only have samples once a label set
+is used).
 """
 
 from __future__ import annotations
@@ -20,7 +21,7 @@ from tests.support.builders import admission_review, gpu_pod
 from tests.support.paths import DEPLOY, SHIPPED_POLICY
 from tools.loopback.server import serving
 
-MONITORING = DEPLOY / "monitoring"
+MONITORING = DEPLOY / "components" / "monitoring"
 # A PromQL metric name: lwgpu_ then name characters (labels, functions and ranges never match).
 METRIC = re.compile(r"\blwgpu_[A-Za-z0-9_]+")
 
