@@ -29,6 +29,7 @@ from __future__ import annotations
 import contextlib
 import functools
 import os
+import re
 import sys
 import tempfile
 import time
@@ -53,20 +54,42 @@ STRIKE_AT_S = 10  # into the stream
 TAIL_S = 5  # of creates after the recovery
 DRAIN = ("drain", "--ignore-daemonsets", "--delete-emptydir-data")
 PDB_REFUSAL = "violate the pod's disruption budget"
+# What kube-apiserver logs when a call to the webhook fails (staging/src/k8s.io/apiserver/pkg/
+# admission/plugin/webhook/mutating/dispatcher.go, "Failed calling webhook, failing open").
+FAILED_CALL = re.compile(
+    r"^W.*Failed calling webhook, failing open mutate\.lwgpu\.io: .*"
+    r'failed to call webhook: Post "[^"]*": (?P<why>.*)$',
+    re.MULTILINE,
+)
+ADDRESS = re.compile(r"\d+\.\d+\.\d+\.\d+:\d+")
+
+
+def _failed_calls(c: Cluster, since: int) -> Counter[str]:
+    """Why kube-apiserver's calls to the webhook failed (it logs each as it fails open),
+    from byte `since` of its log on, addresses left out."""
+    with c.plane.log("kube-apiserver").open("rb") as log:
+        log.seek(since)
+        text = log.read().decode(errors="replace")
+    return Counter(ADDRESS.sub("ADDR", m["why"]) for m in FAILED_CALL.finditer(text))
 
 
 def _row(
-    scenario: str,
+    fault: str,
     stream: CreateStream,
     struck: float,
     recovery_s: float,
     note: str,
+    calls: Counter[str],
     **extra: Any,
 ) -> dict[str, Any]:
     records = stream.records
     bad = [r for r in records if r.failed or r.unrewritten]
+    if calls:
+        note += "; the apiserver failed open on " + ", ".join(
+            f"{n} x {why}" for why, n in calls.most_common()
+        )
     return {
-        "scenario": scenario,
+        "fault": fault,
         "load": f"{stream.rate:g}/s ({stream.achieved():.0f}/s sent)",
         "creates": len(records),
         "failed": sum(r.failed for r in records),
@@ -77,6 +100,7 @@ def _row(
         "load_average": os.getloadavg()[0],
         "errors": Counter(str(r.error) for r in bad).most_common(10),
         "failures": [_relative(r, struck) for r in bad[:50]],
+        "failed_webhook_calls": dict(calls),
         "note": note,
         **extra,
     }
@@ -108,6 +132,7 @@ def restart(c: Cluster, rate: float, seconds: float = SECONDS, late_s: float = 0
     """`kubectl rollout restart` of the webhook under `rate` creates a second; with `late_s`,
     each stopping replica stays listed in a second EndpointSlice until `late_s` past SIGTERM."""
     replaced = c.names()
+    since = c.plane.log("kube-apiserver").stat().st_size
     late = LateEndpoints(c.plane, c.pods, late_s) if late_s else contextlib.nullcontext()
     with late, _stream(c, rate) as stream:
         stream.wait_sent(int(rate * min(STRIKE_AT_S, seconds / 4)))
@@ -117,13 +142,14 @@ def restart(c: Cluster, rate: float, seconds: float = SECONDS, late_s: float = 0
         recovered = time.monotonic() - struck
         _finish(stream, seconds)
     exits = [code for name in replaced for code in c.pods.exits.get(name, [])]
-    where = f"listed {late_s:g} s past SIGTERM; " if late_s else ""
     return _row(
-        f"rollout restart{', late endpoints' if late_s else ''}",
+        "kubectl rollout restart"
+        + (f", stopping replicas listed {late_s:g} s past SIGTERM" if late_s else ""),
         stream,
         struck,
         recovered,
-        f"{where}{len(replaced)} pods replaced; their containers exited {sorted(exits)}",
+        f"{len(replaced)} pods replaced; their containers exited {sorted(exits)}",
+        _failed_calls(c, since),
         replaced=sorted(replaced),
         exit_codes=exits,
     )
@@ -136,6 +162,7 @@ def drain(c: Cluster, rate: float, seconds: float = SECONDS) -> dict[str, Any]:
     if nodes[0] == nodes[1]:  # anti-affinity is only preferred
         raise RuntimeError(f"both replicas run on {nodes[0]}: no drain of one replica's node")
     replaced = c.names()
+    since = c.plane.log("kube-apiserver").stat().st_size
     with _stream(c, rate) as stream, ThreadPoolExecutor(2) as pool:
         stream.wait_sent(int(rate * min(STRIKE_AT_S, seconds / 4)))
         struck = time.monotonic()
@@ -160,6 +187,7 @@ def drain(c: Cluster, rate: float, seconds: float = SECONDS) -> dict[str, Any]:
         recovered,
         f"the second replica's eviction refused {refusals} times (PodDisruptionBudget) "
         f"until the first one's replacement was Ready",
+        _failed_calls(c, since),
         nodes=nodes,
         pdb_refusals=refusals,
         drain_output=outputs,
@@ -185,11 +213,11 @@ SCENARIOS: dict[str, Callable[[Cluster], dict[str, Any]]] = {
 def table(rows: list[dict[str, Any]]) -> str:
     """The rows as the Markdown table docs/RELIABILITY.md shows."""
     head = (
-        "| scenario | load | creates | failed | admitted unrewritten | failing for (s) "
+        "| fault | load | creates | failed | admitted unrewritten | failing for (s) "
         "| recovery (s) | load avg | note |\n|---|---|---:|---:|---:|---:|---:|---:|---|"
     )
     lines = [
-        f"| {r['scenario']} | {r['load']} | {r['creates']} | {r['failed']} | {r['unrewritten']} "
+        f"| {r['fault']} | {r['load']} | {r['creates']} | {r['failed']} | {r['unrewritten']} "
         f"| {r['failing_for_s']:.2f} | {r['recovery_s']:.2f} | {r['load_average']:.2f} "
         f"| {r['note']} |"
         for r in rows
