@@ -46,7 +46,7 @@ def chart_installed(tmp_path_factory) -> Iterator[Installation]:
         pytest.skip(f"no helm: {exc}")
     render = helm.helm(
         "template", helm.RELEASE, str(helm.CHART), "--namespace", install.NAMESPACE,
-        "--set-file", f"policy={CUSTOM}",
+        *helm.REQUIRED, "--set-file", f"policy={CUSTOM}",
     ).stdout  # fmt: skip
     with controlplane.running(tmp_path_factory.mktemp("helm-plane")) as plane:
         fleet.create(plane, FLEET)

@@ -74,7 +74,7 @@ def chart_namespace(lwgpu, control_plane):
 def chart(namespace: str, values: list[str]) -> list[dict]:
     """The objects `helm template lwgpu deploy/helm/lwgpu -n <namespace> <values>` renders."""
     out = helm.helm(
-        "template", helm.RELEASE, str(helm.CHART), "--namespace", namespace, *values
+        "template", helm.RELEASE, str(helm.CHART), "--namespace", namespace, *helm.REQUIRED, *values
     ).stdout
     return [doc for doc in yaml.safe_load_all(out) if doc]
 

@@ -13,7 +13,7 @@ import pytest
 import yaml
 
 from tests.deploy import scanners
-from tests.support.deploy import kustomize
+from tests.deploy.installs import build
 from tests.support.helm import HelmUnavailable, helm_binary, template
 from tests.support.kubectl import KUBECTL
 
@@ -39,11 +39,14 @@ def scanner(request: pytest.FixtureRequest) -> str:
 
 @pytest.fixture(scope="session")
 def render_files(helm_bin: Path, tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
-    """Both default installs as files: the chart's `helm template`, `kubectl kustomize`."""
+    """Both default installs as files, each with its NetworkPolicy given the apiserver's peers
+    (as the docs tell users to install): the chart's `helm template`, and `kubectl kustomize` of
+    deploy/ with the network-policy Component."""
     if KUBECTL is None:
         pytest.skip("kubectl is not installed")
     out = tmp_path_factory.mktemp("renders")
     files = {"chart": out / "chart.yaml", "kustomize": out / "kustomize.yaml"}
     files["chart"].write_text(yaml.safe_dump_all(template()))
-    files["kustomize"].write_text(yaml.safe_dump_all(kustomize()))
+    kustomized = build(out / "kustomization", ["network-policy"])
+    files["kustomize"].write_text(yaml.safe_dump_all(kustomized))
     return files

@@ -1,9 +1,10 @@
 """The Helm chart deploy/helm/lwgpu with a real helm 3.19 (tests/support/helm.py).
 
-Each install path renders the same objects: the chart's default render is `kubectl kustomize
-deploy/` less the Namespace (Helm stores its release in the namespace before it creates
-anything, so the namespace cannot be one of the chart's objects), and its cert-manager and
-monitoring values give the overlays of the same names. Every render lints with `--strict`,
+Each install path renders the same objects: the chart without its NetworkPolicy renders
+`kubectl kustomize deploy/` less the Namespace (Helm stores its release in the namespace before
+it creates anything, so the namespace cannot be one of the chart's objects), and its option
+values give the overlays of the same names (every combination of the options:
+tests/deploy/test_components.py). Every render lints with `--strict`,
 validates against the Kubernetes schemas, and each value does what values.yaml says; bad values
 are refused by values.schema.json before anything renders. The real kube-apiserver accepts
 every render (tests/cluster/test_install.py).
@@ -16,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.deploy.installs import normalised
+from tests.deploy.installs import NO_NETWORK_POLICY, normalised
 from tests.support import helm
 from tests.support.deploy import K8S_VERSIONS, kustomize, schema_errors
 from tests.support.kubectl import requires_kubectl
@@ -43,7 +44,8 @@ def renders(helm_bin: Path) -> dict[str, list[dict]]:
 
 @pytest.mark.parametrize("values", sorted(VALUE_SETS))
 def test_chart_lints_strictly(helm_bin: Path, values: str) -> None:
-    linted = helm.helm("lint", "--strict", str(helm.CHART), *VALUE_SETS[values], check=False)
+    args = [*helm.REQUIRED, *VALUE_SETS[values]]
+    linted = helm.helm("lint", "--strict", str(helm.CHART), *args, check=False)
     assert linted.returncode == 0, linted.stdout + linted.stderr
     assert "1 chart(s) linted, 0 chart(s) failed" in linted.stdout
 
@@ -59,8 +61,10 @@ def test_chart_lints_strictly(helm_bin: Path, values: str) -> None:
         ("discovery", "overlays/discovery"),
     ],
 )
-def test_chart_renders_what_kustomize_renders(renders, values: str, target: str) -> None:
-    chart = normalised(renders[values])
+def test_chart_renders_what_kustomize_renders(helm_bin: Path, values: str, target: str) -> None:
+    """Each overlay is the chart with that option (and no NetworkPolicy: its Component needs
+    the apiserver's peers, tests/deploy/test_components.py)."""
+    chart = normalised(helm.template(*VALUE_SETS[values], *NO_NETWORK_POLICY))
     if values == "monitoring":  # the one value kustomize has no counterpart of
         for kind in ("ServiceMonitor", "PrometheusRule"):
             assert chart[kind, "lwgpu-webhook"]["metadata"]["labels"].pop("release") == "kps"

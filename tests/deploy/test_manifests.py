@@ -88,8 +88,6 @@ BASE_OBJECTS = (
         ("ValidatingAdmissionPolicyBinding", "lwgpu-final-state"),
         ("ValidatingAdmissionPolicy", "lwgpu-labeller-own-node"),
         ("ValidatingAdmissionPolicyBinding", "lwgpu-labeller-own-node"),
-        ("NetworkPolicy", "lwgpu-default-deny"),
-        ("NetworkPolicy", "lwgpu-webhook"),
         ("PriorityClass", "lwgpu-critical"),
     }
     | {

