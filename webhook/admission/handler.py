@@ -17,9 +17,9 @@ from __future__ import annotations
 from typing import Literal, NamedTuple
 
 from webhook.core.decision import Decision, Outcome, decide
-from webhook.policy import PolicySet
+from webhook.policy import Policy, PolicySet
 
-from . import response
+from . import audit, response
 from .types import AdmissionRequest, AdmissionResponse, AdmissionReview
 
 # The two webhooks of the configuration: the mutating one rewrites, the validating one
@@ -42,20 +42,29 @@ def review(request: AdmissionRequest, policies: PolicySet, endpoint: Endpoint) -
     """Decide one checked request and build the AdmissionReview to answer it with.
 
     The `validate` endpoint answers without a patch or warnings, and denies an object that
-    still needs rewriting (the mutating webhook did not run).
+    still needs rewriting (the mutating webhook did not run). Both carry the audit
+    annotations (`audit`).
     """
-    decision = _decide(request, policies)
+    policy = _policy(request, policies)
+    decision = _decide(request, policy)
     answer, outcome = _answer(request, decision, endpoint)
+    answer["auditAnnotations"] = audit.annotations_of(
+        request.get("object"), decision, outcome, policy
+    )
     return ReviewResult(request, decision, outcome, response.envelope(answer))
 
 
-def _decide(request: AdmissionRequest, policies: PolicySet) -> Decision:
+def _policy(request: AdmissionRequest, policies: PolicySet) -> Policy | None:
+    """The policy that governs the request's namespace; None for a cluster-scoped object."""
+    namespace = request.get("namespace") or ""
+    return policies.for_namespace(namespace) if namespace else None
+
+
+def _decide(request: AdmissionRequest, policy: Policy | None) -> Decision:
     obj = request.get("object")
     if request.get("subResource"):
         return Decision("skipped", obj, reason="subresource")
-    namespace = request.get("namespace") or ""
     gvk = request["kind"]
-    policy = policies.for_namespace(namespace) if namespace else None
     return decide(
         obj,
         policy,

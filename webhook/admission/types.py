@@ -61,6 +61,7 @@ class AdmissionResponse(TypedDict):
     patchType: NotRequired[Literal["JSONPatch"]]
     patch: NotRequired[str]
     warnings: NotRequired[list[str]]
+    auditAnnotations: NotRequired[dict[str, str]]
 
 
 class AdmissionReview(TypedDict):
