@@ -40,7 +40,7 @@ MIXED = MIXED_PATH.read_text()
 SPILL = MIXED.replace("  placement: exact\n", "  placement: spillOver\n")
 LEAVE_ALONE = "  leaveAlone:\n    nodeSelectorKeys: [ack.node.gpu.schedule]\n"
 NOT_LEFT_ALONE = MIXED.replace(LEAVE_ALONE, "")
-NODES = read_nodes(str(DATA / "nodes" / "mixed-fleet.yaml"))
+NODES = {n: node.labels for n, node in read_nodes(str(DATA / "nodes" / "mixed-fleet.yaml")).items()}
 LIGHTWEIGHT = {n for n in NODES if n.startswith("vgn5i-")}
 T4_POOL = {n for n, labels in NODES.items() if labels.get(COUNT) == "4"}
 

@@ -105,7 +105,9 @@ def test_every_node_a_pod_fits_carries_the_keys_it_requires(pod, labels):
 
 def test_discovery_takes_only_nodes_that_look_lightweight():
     """On the mixed fleet, the 4-GPU T4 pool and the ACK cGPU pool become no class."""
-    nodes = read_nodes(str(DATA / "nodes" / "mixed-fleet.yaml"))
+    nodes = {
+        n: node.labels for n, node in read_nodes(str(DATA / "nodes" / "mixed-fleet.yaml")).items()
+    }
     assert any(n.startswith("t4-full") for n in nodes) and any(n.startswith("cgpu") for n in nodes)
     found = profiles_from_labels(nodes)
     assert [(p.name, p.memory_mib) for p in found] == [

@@ -10,7 +10,7 @@ from pathlib import Path
 
 from webhook import DEFAULT_POLICIES
 from webhook.files import load_policies
-from webhook.offline.cluster import read_nodes
+from webhook.offline.cluster import Nodes, read_nodes
 from webhook.offline.manifests import InputError
 from webhook.policy import PolicyError, PolicySet
 
@@ -43,8 +43,8 @@ def add_nodes(parser: argparse.ArgumentParser, does: str) -> None:
     )
 
 
-def nodes_from(args: argparse.Namespace) -> dict[str, dict[str, str]] | None:
-    """The labels of every node in `--nodes` (None without it); `UsageError` when unreadable."""
+def nodes_from(args: argparse.Namespace) -> Nodes | None:
+    """Every node in `--nodes` (None without it); `UsageError` when unreadable."""
     if not args.nodes:
         return None
     try:

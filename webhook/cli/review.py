@@ -183,8 +183,8 @@ def run(args: argparse.Namespace) -> int:
     print_outputs(verdicts, args.output, whole=not errors, report=report)
     for verdict in unplaceable:
         print(
-            f"Unschedulable: {verdict['where']} {verdict['ref']}: its nodeSelector and required "
-            f"node affinity match no node of {where_nodes}",
+            f"Unschedulable: {verdict['where']} {verdict['ref']}: no node of {where_nodes} "
+            f"takes it: {verdict['schedulable']['reason']}",
             file=sys.stderr,
         )
     if errors:
@@ -197,7 +197,7 @@ def run(args: argparse.Namespace) -> int:
 def _from_cluster(
     args: argparse.Namespace, policies: PolicySet
 ) -> tuple[list[Manifest], Nodes | None, PolicySet]:
-    """The cluster's workloads, its Nodes' labels (None where it may not list them) and the
+    """The cluster's workloads, its Nodes (None where it may not list them) and the
     policies with the classes discovered from those Nodes, as the installed webhook has them."""
     # Imported here: the kubernetes client takes about a second and 50 MiB, which a review of
     # files never needs.
@@ -237,7 +237,7 @@ def _from_cluster(
         return documents, None, policies
     return (
         documents,
-        nodes.labels,
+        nodes.nodes,
         policies.with_discovered(profiles_from_labels(nodes.stored_labels)),
     )
 

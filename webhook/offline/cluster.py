@@ -1,38 +1,46 @@
 """Checks against the real nodes, offline: `--nodes FILE` of `policy check` (and `review`).
 
 FILE is what `kubectl get nodes -o yaml` prints (a `List` of Nodes; single Node documents
-work too). The findings are warnings for an admin before rollout: a class no node carries,
-a lightweight-labelled node no class selects, `wholeGPUPods: avoidLightweight` where no
-other GPU node exists, and (for review) a pod whose final placement matches no node.
+work too), read with labels, taints and allocatable (`webhook.fitting.Node`). The findings
+are warnings for an admin before rollout: a class no node carries, a class whose every node
+has a taint the class's tolerations leave untolerated, or offers no `nvidia.com/gpu`, a node
+of a class whose labels contradict its `nodeLabels`, a lightweight-labelled node no class
+selects, `wholeGPUPods: avoidLightweight` where no other GPU node exists, and (for review) a
+pod that no node takes, with the scheduler's reasons (`unschedulable`).
 """
 
 from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Mapping, Sequence
+from dataclasses import replace
 from typing import Any
 
 from webhook.api.names import COUNT_LABEL, GPU_RESOURCE, MEM_LABEL
 from webhook.api.types import KubeObject
 from webhook.api.workload import as_map
-from webhook.policy import Policy, PolicySet
+from webhook.fitting import Node, missing, read_node, untolerated
+from webhook.policy import Policy, PolicySet, Profile, frozen_map
 from webhook.scheduling import carries, looks_lightweight, pod_fits_node
 
 from .manifests import InputError, Manifest, read_documents
 
-Nodes = Mapping[str, Mapping[str, str]]  # node name -> labels
+Nodes = Mapping[str, Node]  # node name -> what the scheduler's filters read of it
+# kube-scheduler's own words for a node NodeAffinity filters out (nodeaffinity/node_affinity.go
+# `ErrReasonPod`).
+AFFINITY = "node(s) didn't match Pod's node affinity/selector"
 
 
-def read_nodes(path: str) -> dict[str, dict[str, str]]:
-    """The labels of every Node in `path`; raises `InputError` when it cannot be read, or
+def read_nodes(path: str) -> dict[str, Node]:
+    """Every Node in `path` (`fleet_node`); raises `InputError` when it cannot be read, or
     holds no Node: read as an empty fleet, a `kubectl get nodes` table or a Deployment would
     report every class unmatched."""
-    nodes: dict[str, dict[str, str]] = {}
+    nodes: dict[str, Node] = {}
     documents = read_documents([path])
     for document in documents:
         body = as_map(document.body)
         if body.get("kind") == "Node":
-            nodes[node_name(body) or document.where] = node_labels(body)
+            nodes[node_name(body) or document.where] = fleet_node(body)
     if not nodes:
         raise InputError(
             f"{path}: no Node in it, only {_held(documents)}; write it with"
@@ -45,6 +53,11 @@ def read_nodes(path: str) -> dict[str, dict[str, str]]:
 def node_name(node: Mapping[str, Any]) -> str:
     """A Node's name ('' where it has none)."""
     return str(as_map(node.get("metadata")).get("name") or "")
+
+
+def fleet_node(node: Mapping[str, Any]) -> Node:
+    """A Node object as the checks read it: its labels as `node_labels` reads them."""
+    return replace(read_node(node), labels=frozen_map(node_labels(node)))
 
 
 def node_labels(node: Mapping[str, Any]) -> dict[str, str]:
@@ -88,13 +101,18 @@ def policy_findings(policies: PolicySet, nodes: Nodes) -> list[str]:
 
 def _policy_findings(policy: Policy, nodes: Nodes) -> list[str]:
     where = f"policy {policy.name!r} ({policy.source})"
-    findings = [
-        f"{where}: class {p.name} ({p.selector_text}) matches no node"
-        for p in policy.profiles
-        if not any(carries(p, labels) for labels in nodes.values())
-    ]
+    findings: list[str] = []
+    for profile in policy.profiles:
+        own = {n: node for n, node in sorted(nodes.items()) if carries(profile, node.labels)}
+        if not own:
+            findings.append(
+                f"{where}: class {profile.name} ({profile.selector_text}) matches no node"
+            )
+            continue
+        findings += [f"{where}: {finding}" for finding in _class_findings(profile, own)]
     theirs = policy.leave_alone.node_selector_keys
-    for name, labels in sorted(nodes.items()):
+    for name, node in sorted(nodes.items()):
+        labels = node.labels
         # The rule discovery uses too, with this policy's own leaveAlone keys.
         if looks_lightweight(labels, theirs) and not any(
             carries(p, labels) for p in policy.profiles
@@ -105,8 +123,8 @@ def _policy_findings(policy: Policy, nodes: Nodes) -> list[str]:
             )
     others = [
         n
-        for n, labels in nodes.items()
-        if _is_gpu_node(labels) and not any(carries(p, labels) for p in policy.profiles)
+        for n, node in nodes.items()
+        if _is_gpu_node(node.labels) and not any(carries(p, node.labels) for p in policy.profiles)
     ]
     if policy.whole_gpu_pods == "avoidLightweight" and not others:
         findings.append(
@@ -116,6 +134,75 @@ def _policy_findings(policy: Policy, nodes: Nodes) -> list[str]:
     return findings
 
 
-def unplaceable(spec: KubeObject, nodes: Nodes) -> bool:
-    """True when no node admits the pod spec's nodeSelector and required node affinity."""
-    return not any(pod_fits_node(spec, labels) for labels in nodes.values())
+def _class_findings(profile: Profile, own: Mapping[str, Node]) -> list[str]:
+    """What the class's own nodes (`own`: those carrying its nodeSelector) say against it."""
+    found = []
+    blocked = {name: untolerated(profile.tolerations, node) for name, node in own.items()}
+    if all(blocked.values()):
+        taint = next(iter(blocked.values()))[0]
+        toleration = (
+            f"{{key: {taint.key}, operator: Equal, value: {taint.value}, effect: {taint.effect}}}"
+            if taint.value
+            else f"{{key: {taint.key}, operator: Exists, effect: {taint.effect}}}"
+        )
+        found.append(
+            f"class {profile.name}: every node of it has a taint its tolerations do not "
+            f"tolerate ({_listed(blocked)}): the pods it rewrites stay Pending unless they "
+            f"tolerate it themselves; add to the class: tolerations: [{toleration}]"
+        )
+    for name, node in own.items():
+        for key, value in sorted(profile.node_labels.items()):
+            if node.labels.get(key) != value:
+                have = node.labels.get(key)
+                found.append(
+                    f"class {profile.name}: node {name} carries its nodeSelector but "
+                    f"{f'{key}={have}' if have is not None else f'no label {key}'}, against "
+                    f"the class's nodeLabels {key}={value}: a pod pinning the class by "
+                    f"{key}={value} cannot land there"
+                )
+    known = [node for node in own.values() if node.allocatable is not None]
+    if known and not any((node.allocatable or {}).get(GPU_RESOURCE, 0) > 0 for node in known):
+        found.append(
+            f"class {profile.name}: none of its nodes offers {GPU_RESOURCE} in allocatable "
+            f"({', '.join(n for n, node in own.items() if node.allocatable is not None)}): "
+            f"the pods it rewrites to {GPU_RESOURCE}: 1 would stay Pending; is the NVIDIA "
+            "device plugin running there?"
+        )
+    return found
+
+
+def _listed(blocked: Mapping[str, Sequence[object]]) -> str:
+    """`node-a: vgpu=t4:NoSchedule; node-b: ...`, the first three nodes."""
+    shown = [f"{n}: {', '.join(map(str, taints))}" for n, taints in list(blocked.items())[:3]]
+    more = f"; and {len(blocked) - 3} more" if len(blocked) > 3 else ""
+    return "; ".join(shown) + more
+
+
+def node_reasons(spec: KubeObject, node: Node) -> list[str]:
+    """Why the node does not take the pod, in kube-scheduler's words; [] when it does.
+
+    The filters run in the scheduler's order (pkg/scheduler/apis/config/v1/default_plugins.go)
+    and the first that fails gives the reasons (framework/runtime/framework.go
+    `RunFilterPlugins`): TaintToleration, NodeAffinity, then NodeResourcesFit.
+    """
+    tolerations = spec.get("tolerations")
+    taints = untolerated(tolerations if isinstance(tolerations, list) else [], node)
+    if taints:
+        return [f"node(s) had untolerated taint {taints[0]}"]
+    if not pod_fits_node(spec, node.labels):
+        return [AFFINITY]
+    return [f"Insufficient {name}" for name in missing(spec, node)]
+
+
+def unschedulable(spec: KubeObject, nodes: Nodes) -> str | None:
+    """None when some node takes the pod spec (labels, taints, extended resources); else why
+    not, as kube-scheduler's `FitError` counts it: `0/3 nodes are available: 1 node(s) had
+    untolerated taint vgpu=t4:NoSchedule, 2 node(s) didn't match ...`."""
+    reasons = Counter[str]()
+    for node in nodes.values():
+        found = node_reasons(spec, node)
+        if not found:
+            return None
+        reasons.update(found)
+    counted = ", ".join(sorted(f"{n} {reason}" for reason, n in reasons.items()))
+    return f"0/{len(nodes)} nodes are available: {counted}"

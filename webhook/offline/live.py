@@ -25,7 +25,7 @@ from webhook.api.workload import TEMPLATE_PATHS, as_map
 from webhook.core.lifecycle import controller_of
 from webhook.kube.listing import PAGE, ListError, Resource, list_objects
 
-from .cluster import node_labels, node_name
+from .cluster import Nodes, fleet_node, node_name
 from .manifests import Manifest
 
 if TYPE_CHECKING:
@@ -87,16 +87,17 @@ def workloads(api: client.ApiClient, namespace: str | None, limit: int = PAGE) -
 
 @dataclass(frozen=True)
 class LiveNodes:
-    """The cluster's Nodes: their labels as the findings read them, and as stored (what
-    discovery reads); or, where they may not be listed, the apiserver's refusal."""
+    """The cluster's Nodes: as the findings read them (labels, taints, allocatable), and
+    their labels as stored (what discovery reads); or, where they may not be listed, the
+    apiserver's refusal."""
 
-    labels: dict[str, dict[str, str]]
+    nodes: Nodes
     stored_labels: dict[str, dict[str, str]]
     refused: str = ""
 
 
 def live_nodes(api: client.ApiClient, limit: int = PAGE) -> LiveNodes:
-    """Every Node's labels; a 403 is no error (the ClusterRole `view` grants no Nodes: the
+    """Every Node; a 403 is no error (the ClusterRole `view` grants no Nodes: the
     review goes on without them) but `refused`. Raises `ListError` for anything else."""
     try:
         nodes = list(list_objects(api, NODES, None, limit))
@@ -105,7 +106,7 @@ def live_nodes(api: client.ApiClient, limit: int = PAGE) -> LiveNodes:
             raise
         return LiveNodes({}, {}, str(err))
     return LiveNodes(
-        {node_name(n): node_labels(n) for n in nodes},
+        {node_name(n): fleet_node(n) for n in nodes},
         {node_name(n): _strings(as_map(as_map(n.get("metadata")).get("labels"))) for n in nodes},
     )
 

@@ -68,6 +68,8 @@ def print_json(results: list[Verdict], whole: bool) -> None:
     out = []
     for result in results:
         verdict: dict[str, object] = {key: result[key] for key in VERDICT_KEYS}
+        if "schedulable" in result:  # with --nodes
+            verdict["schedulable"] = result["schedulable"]
         if "review" in result:
             verdict["response"] = result["review"]
         out.append(verdict)

@@ -16,7 +16,7 @@ from webhook.api.workload import dig, group_of, template_path
 from webhook.core.decision import Decision, Outcome, decide
 from webhook.policy import PolicySet
 
-from .cluster import Nodes, unplaceable
+from .cluster import Nodes, unschedulable
 from .manifests import InputError, Manifest
 
 
@@ -36,6 +36,15 @@ class Verdict(TypedDict):
     source: Any  # the object as the webhook gets it (a manifest as the apiserver decodes it)
     object: Any  # the object as the apiserver stores it
     review: NotRequired[AdmissionReview]  # the server's answer, for an AdmissionReview input
+    # With `--nodes`, for an admitted object with a pod spec: whether a node takes its pods.
+    schedulable: NotRequired[Schedulable]
+
+
+class Schedulable(TypedDict):
+    """`review --nodes`' verdict on placement: `ok`, and why not (kube-scheduler's words)."""
+
+    ok: bool
+    reason: str
 
 
 # Groups of files that sit beside manifests but are read by a tool, never by the apiserver.
@@ -131,7 +140,8 @@ def _ref(kind: object, namespace: object, name: object) -> str:
 
 
 def unplaced(verdicts: list[Verdict], nodes: Nodes) -> list[Verdict]:
-    """The admitted verdicts whose final pod spec matches no node."""
+    """The admitted verdicts whose final pod spec no node takes (`unschedulable`); every
+    admitted verdict with a pod spec gets its `schedulable`."""
     found = []
     for verdict in verdicts:
         obj = verdict["object"]
@@ -139,6 +149,10 @@ def unplaced(verdicts: list[Verdict], nodes: Nodes) -> list[Verdict]:
             continue
         path = template_path(group_of(obj.get("apiVersion")), obj.get("kind"))
         spec = dig(obj, (*path, "spec")) if path is not None else None
-        if isinstance(spec, dict) and unplaceable(spec, nodes):
+        if not isinstance(spec, dict):
+            continue
+        reason = unschedulable(spec, nodes)
+        verdict["schedulable"] = {"ok": reason is None, "reason": reason or ""}
+        if reason is not None:
             found.append(verdict)
     return found
