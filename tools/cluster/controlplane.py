@@ -9,7 +9,9 @@ a webhook's `clientConfig.service` through the Service's ready endpoints
 (`staging/src/k8s.io/kube-aggregator/pkg/apiserver/resolvers.go`, `NewEndpointServiceResolver`)
 instead of cluster DNS, which nothing here serves, so the shipped webhook configuration works
 unchanged. `--endpoint-reconciler-type=none` keeps the `kubernetes` Service's endpoints out of
-it (the apiserver listens on loopback only).
+it (the apiserver listens on loopback only). The apiserver writes an audit log (`audit.log`,
+one JSON event a line) of pod creations only, at Metadata level: what the admission webhooks'
+audit annotations are checked against, at the cost of one line per pod.
 """
 
 from __future__ import annotations
@@ -31,6 +33,22 @@ from tools.cluster import binaries, pki, processes
 
 SERVICE_RANGE = "10.96.0.0/16"
 START_TIMEOUT_S = 90
+# audit.k8s.io/v1 Policy: the first matching rule sets the level; Metadata carries the
+# admission audit annotations (staging/src/k8s.io/apiserver/pkg/admission/attributes.go,
+# `AddAnnotation`). Everything else is not logged.
+AUDIT_POLICY = {
+    "apiVersion": "audit.k8s.io/v1",
+    "kind": "Policy",
+    "omitStages": ["RequestReceived"],
+    "rules": [
+        {
+            "level": "Metadata",
+            "verbs": ["create"],
+            "resources": [{"group": "", "resources": ["pods"]}],
+        },
+        {"level": "None"},
+    ],
+}
 
 
 class ControlPlaneError(RuntimeError):
@@ -65,6 +83,11 @@ class ControlPlane:
             config_file=str(self.kubeconfig), client_configuration=configuration
         )
         return client.ApiClient(configuration)
+
+    @property
+    def audit_log(self) -> Path:
+        """The apiserver's audit log: an `audit.k8s.io/v1` Event per line (`AUDIT_POLICY`)."""
+        return self.dir / "audit.log"
 
     def log(self, name: str) -> Path:
         """A component's log file."""
@@ -182,6 +205,8 @@ def _argv(
             "--enable-aggregator-routing=true",
             "--allow-privileged=true",
             "--profiling=false",
+            f"--audit-policy-file={d / 'audit-policy.yaml'}",
+            f"--audit-log-path={d / 'audit.log'}",
         ],
         "kube-controller-manager": [
             str(bin("kube-controller-manager")),
@@ -220,6 +245,7 @@ def running(directory: Path) -> Iterator[ControlPlane]:
     ca = pki.Authority(directory)
     ca.issue("apiserver", "kube-apiserver", dns=pki.APISERVER_NAMES, ips=pki.APISERVER_IPS)
     pki.service_account_keys(directory)
+    (directory / "audit-policy.yaml").write_text(yaml.safe_dump(AUDIT_POLICY))
     api_port = processes.free_port()
     server = f"https://127.0.0.1:{api_port}"
     kubeconfigs = {}
