@@ -21,12 +21,11 @@ from collections import defaultdict
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from webhook.api.names import COUNT_LABEL, MEM_LABEL, NAME_LABEL
+from webhook.api.names import COUNT_LABEL, MEM_LABEL, MEM_VALUE, NAME_LABEL
 from webhook.api.types import KubeObject
 from webhook.api.workload import as_map
 from webhook.policy import Profile, frozen_map
 
-_MIB = re.compile(r"^(\d+)MiB$")
 _INTEGER = re.compile(r"^[-+]?\d+$")
 
 
@@ -68,7 +67,7 @@ def profiles_from_labels(
         if not looks_lightweight(labels, sharing_keys):
             continue
         mem = labels.get(MEM_LABEL, "")
-        if match := _MIB.match(mem):
+        if match := MEM_VALUE.fullmatch(mem):
             memory_mib[mem] = int(match[1])
             names[mem].add(labels.get(NAME_LABEL) or mem)
     found = []

@@ -77,7 +77,7 @@ def test_label_values(value, valid):
         (True, "", "true is not a label value: it is a boolean, not a string; quote it: 'true'"),
         ([1], "", "[1] is not a label value: it is a list, not a string"),
         ({"a": 1}, "", "it is a mapping, not a string"),
-        (None, "", "it is null, not a string"),
+        (None, "", "null (empty) is not a label value: write a value, or '' for an empty one"),
     ],
 )
 def test_label_value_errors_say_what_is_wrong(value, space, message):

@@ -1,9 +1,10 @@
 """Hypothesis strategies for objects the apiserver itself admits, for comparing the rewrite in
 the apiserver (the compiled MutatingAdmissionPolicy) with the webhook's on the real control
 plane: Pods and the workloads around a pod template, whose containers ask GPU memory by a
-resource or by the annotation, whole GPUs, HAMi's core share, or nothing, in limits, requests
-or both, beside sidecars, selectors, required node affinity on class labels, a stale
-`lwgpu.io/profile`, `leaveAlone` selectors, `lwgpu.io/skip`, tolerations and `nodeName`.
+resource or by the annotation, whole GPUs, HAMi's and ACK cGPU's shares, or nothing, in
+limits, requests or both, beside sidecars, selectors, required node affinity on class
+labels, a stale `lwgpu.io/profile`, `leaveAlone` selectors, `lwgpu.io/skip`, tolerations
+and `nodeName`.
 
 Unlike tests/core/strategies.py (what users might send, for the decision never to raise),
 every value here is one the apiserver stores: what is compared is what each admission path
@@ -12,7 +13,8 @@ resources, limits and requests that differ) are mixed in, to compare refusals to
 
 `ACK_PLACEMENTS` is a table beside them: the ways a pod may name the key of another
 GPU-sharing system's nodes, and whether that leaves it alone (tests/core/test_mixed.py holds
-the decision to it, the cluster tests the webhook and the compiled policies).
+the decision to it, the cluster tests the webhook and the compiled policies); `COMPANIONS`
+another: shares of a GPU asked beside the memory.
 """
 
 from __future__ import annotations
@@ -45,6 +47,8 @@ ASKS = st.sampled_from(
         {"nvidia.com/gpumem": "3000"},
         {"nvidia.com/gpumem": "2Gi"},
         {"nvidia.com/gpumem": "4096", "nvidia.com/gpucores": "50"},
+        {"nvidia.com/gpumem": "3000", "nvidia.com/gpumem-percentage": "50"},
+        {"aliyun.com/gpu-mem": "2", "aliyun.com/gpu-core.percentage": "30"},
         {"nvidia.com/gpumem": "2048", "nvidia.com/gpu": "1"},
         {"aliyun.com/gpu-mem": "2", "nvidia.com/gpumem": "2048"},
         {"nvidia.com/gpu": "1"},
@@ -197,6 +201,19 @@ ACK_PLACEMENTS: dict[str, tuple[dict, bool]] = {
         {"nodeSelector": {"team": "ml"}, "affinity": _required([_requirement("DoesNotExist")])},
         False,
     ),
+}
+# Shares of a GPU beside a memory ask, which the rewrite removes with it (the shipped
+# policy's companionResources), and one no policy names, which stays (and is warned about).
+COMPANIONS: dict[str, dict] = {
+    "HAMi's core share": {"nvidia.com/gpumem": "3000", "nvidia.com/gpucores": "30"},
+    "HAMi's memory share": {"nvidia.com/gpumem": "3000", "nvidia.com/gpumem-percentage": "50"},
+    "HAMi's both": {
+        "nvidia.com/gpumem": "3000",
+        "nvidia.com/gpumem-percentage": "50",
+        "nvidia.com/gpucores": "30",
+    },
+    "ACK cGPU's core share": {"aliyun.com/gpu-mem": "2", "aliyun.com/gpu-core.percentage": "30"},
+    "no policy's": {"aliyun.com/gpu-mem": "2", "example.com/gpu-slices": "2"},
 }
 TOLERATIONS = st.sampled_from(
     [

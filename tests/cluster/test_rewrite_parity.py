@@ -25,7 +25,7 @@ from pathlib import Path
 import pytest
 from hypothesis import HealthCheck, given, settings
 
-from tests.cluster.apiserver_pods import ACK_PLACEMENTS, objects
+from tests.cluster.apiserver_pods import ACK_PLACEMENTS, COMPANIONS, objects
 from tests.cluster.rewrite_sides import Outcome, Sides, dry_create, installed, sides
 from tests.cluster.test_final_state import BIG_POD, NO_SKIP_YAML, SKIPPING
 from tests.support.builders import container, gpu_mem, pod
@@ -139,6 +139,20 @@ def test_a_pod_naming_acks_nodes_is_left_alone_or_rewritten_alike(compared, case
     webhook, apiserver, outcome = compare(compared, obj, ("shipped", "leaveAlone"))
     assert outcome == ("stored" if left_alone else "stored, rewritten"), outcome
     assert webhook.stored == apiserver.stored
+
+
+@pytest.mark.parametrize("compared", ["shipped"], indirect=True)
+@pytest.mark.parametrize("case", COMPANIONS)
+def test_companion_resources_go_with_the_memory_alike(compared, case):
+    """HAMi's and ACK cGPU's shares leave with the memory ask on both sides (no lightweight
+    node offers them); a share no policy names stays on both."""
+    asked = COMPANIONS[case]
+    obj = pod(container(limits=asked, requests=asked))
+    webhook, apiserver, outcome = compare(compared, obj, ("shipped", "companions"))
+    assert outcome == "stored, rewritten", outcome
+    assert webhook.stored == apiserver.stored
+    kept = set(webhook.stored["spec"]["containers"][0]["resources"]["limits"])
+    assert kept == {"nvidia.com/gpu"} | ({"example.com/gpu-slices"} & set(asked)), kept
 
 
 @pytest.mark.parametrize("compared", ["no skipping"], indirect=True)

@@ -4,6 +4,7 @@ The node labels are the ones the lightweight-GPU cloud sets on its nodes (docs/C
 label-node) and that `label-node` writes where the cloud does not.
 """
 
+import re
 from typing import Final
 
 GPU_RESOURCE: Final = "nvidia.com/gpu"
@@ -11,6 +12,8 @@ GPU_RESOURCE: Final = "nvidia.com/gpu"
 COUNT_LABEL: Final = "aliyun.accelerator/nvidia_count"
 MEM_LABEL: Final = "aliyun.accelerator/nvidia_mem"
 NAME_LABEL: Final = "aliyun.accelerator/nvidia_name"
+# A `nvidia_mem` value as nodes carry it, "<MiB>MiB" as nvidia-smi prints it: 2048MiB, 7611MiB.
+MEM_VALUE: Final = re.compile(r"([0-9]+)MiB")
 
 SKIP_ANNOTATION: Final = "lwgpu.io/skip"
 PROFILE_ANNOTATION: Final = "lwgpu.io/profile"

@@ -19,7 +19,7 @@ import math
 import re
 from decimal import Decimal
 
-from .text import shorten
+from .text import as_yaml, shorten
 
 MIB = 1 << 20
 
@@ -53,10 +53,24 @@ class QuantityError(ValueError):
     """A value that is not a Kubernetes quantity, or one out of range."""
 
 
+class Unrendered(QuantityError):
+    """A Helm template where a quantity belongs: the fix is to render it, not to respell it."""
+
+
+# `{{ .Values.gpuMemory }}`: what a chart's template holds before `helm template` renders it.
+_TEMPLATE = re.compile(r"\{\{.*?\}\}")
+
+
+def with_fix(err: QuantityError, fix: str) -> str:
+    """The error and how to write the quantity instead; an unrendered template needs only
+    rendering, which its message says."""
+    return str(err) if isinstance(err, Unrendered) else f"{err}; {fix}"
+
+
 def parse(value: object) -> Decimal:
     """Parse a quantity given as YAML/JSON would hand it to us: str, int or float."""
     if isinstance(value, bool) or value is None:
-        raise QuantityError(f"{shorten(value)} is not a quantity")
+        raise QuantityError(f"{as_yaml(value)} is not a quantity")
     if isinstance(value, int):
         number = Decimal(value)
     elif isinstance(value, float):
@@ -69,6 +83,11 @@ def parse(value: object) -> Decimal:
         if len(value) <= 18 and value.isdigit() and value.isascii():
             return Decimal(value)
         match = _GRAMMAR.fullmatch(value) if len(value) <= _MAX_TEXT else None
+        if match is None and _TEMPLATE.search(value):
+            raise Unrendered(
+                f"{shorten(value)!r} looks like an unrendered Helm template: render it first "
+                "(`helm template RELEASE CHART | lwgpu review -`)"
+            )
         if match is None:
             raise QuantityError(f"{shorten(value)!r} is not a Kubernetes quantity")
         scaled = _scaled(match)
@@ -76,7 +95,7 @@ def parse(value: object) -> Decimal:
             raise QuantityError(f"{shorten(value)!r} is out of range")
         number = scaled
     else:
-        raise QuantityError(f"{shorten(value)} ({type(value).__name__}) is not a quantity")
+        raise QuantityError(f"{as_yaml(value)} is not a quantity")
     if abs(number) >= _LIMIT:
         raise QuantityError(f"{shorten(value)} is out of range")
     return number
@@ -174,7 +193,7 @@ def count(value: object) -> int:
 def unit_bytes(unit: object) -> int:
     """Bytes in one unit of a memory resource: a suffix (`Gi`, `M`) or a quantity (`256Mi`)."""
     if not isinstance(unit, str) or not unit:
-        raise QuantityError(f"{shorten(unit)} is not a unit such as Gi or Mi")
+        raise QuantityError(f"{as_yaml(unit)} is not a unit such as Gi or Mi")
     text = unit if unit[0].isdigit() or unit[0] == "." else "1" + unit
     try:
         number = parse(text)

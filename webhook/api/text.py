@@ -1,5 +1,7 @@
 """Bounded renderings of user input for messages, warnings and log lines."""
 
+import json
+
 WARNING_LIMIT = 120  # characters of one admission warning; kubectl prints each on one line
 # Characters of the `lwgpu.io/rewritten-from` audit trail, written by the webhook's rewrite and
 # by the compiled MutatingAdmissionPolicy alike.
@@ -14,3 +16,18 @@ def shorten(value: object, limit: int = 40) -> str:
     """
     text = value if isinstance(value, str) else repr(value)
     return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+def as_yaml(value: object, limit: int = 40) -> str:
+    """A value a user wrote in YAML, for a message in YAML's words, not Python's: `null
+    (empty)`, `true`, `2`, `'text'` (quoted, so an empty or padded one shows), a mapping or a
+    list in flow style (JSON, which YAML reads too)."""
+    if value is None:
+        return "null (empty)"
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, str):
+        return repr(shorten(value, limit))
+    if isinstance(value, dict | list):
+        return shorten(json.dumps(value, default=str), limit)
+    return shorten(value, limit)

@@ -16,7 +16,7 @@ from __future__ import annotations
 import re
 from collections.abc import Mapping
 
-from .text import shorten
+from .text import as_yaml
 
 _NAME = re.compile(r"[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?")
 _DNS_SUBDOMAIN = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*")
@@ -82,7 +82,9 @@ def label_value_problem(value: object) -> str | None:
     if not isinstance(value, str):
         kind = _yaml_type(value)
         if kind in ("a number", "a boolean"):
-            return f"it is {kind}, not a string; quote it: '{_yaml_text(value)}'"
+            return f"it is {kind}, not a string; quote it: '{as_yaml(value)}'"
+        if value is None:
+            return "write a value, or '' for an empty one"
         return f"it is {kind}, not a string"
     if is_label_value(value):
         return None
@@ -96,11 +98,6 @@ def label_value_problem(value: object) -> str | None:
     return f"it {end} with {edge!r} (it must start and end with a letter or digit)"
 
 
-def _yaml_text(value: object) -> str:
-    """A scalar as YAML writes it (`true`, not Python's `True`)."""
-    return ("true" if value else "false") if isinstance(value, bool) else str(value)
-
-
 def label_value_error(value: object, what: str = "a label value", space: str = "") -> str | None:
     """The message for `value` that is not `what` (a label value), None when it is one.
 
@@ -110,8 +107,7 @@ def label_value_error(value: object, what: str = "a label value", space: str = "
     problem = label_value_problem(value)
     if problem is None:
         return None
-    shown = repr(shorten(value)) if isinstance(value, str) else shorten(_yaml_text(value))
-    message = f"{shown} is not {what}: {problem}"
+    message = f"{as_yaml(value)} is not {what}: {problem}"
     fixed = space.join(value.split()) if isinstance(value, str) else ""
     return message + (f"; write {fixed!r}" if fixed and is_label_value(fixed) else "")
 
@@ -133,7 +129,7 @@ def toleration_errors(toleration: object) -> list[tuple[str, str]]:
     effect = toleration.get("effect", "")
     for name, given in (("key", key), ("operator", operator), ("value", value), ("effect", effect)):
         if not isinstance(given, str):
-            errors.append((name, f"must be a string, got {given!r}"))
+            errors.append((name, f"must be a string, got {as_yaml(given)}"))
     if errors:
         return errors
     if key and not is_qualified_name(key):
@@ -146,7 +142,7 @@ def toleration_errors(toleration: object) -> list[tuple[str, str]]:
     if seconds is not None:
         if type(seconds) is not int:
             errors.append(
-                ("tolerationSeconds", f"must be a whole number of seconds, got {seconds!r}")
+                ("tolerationSeconds", f"must be a whole number of seconds, got {as_yaml(seconds)}")
             )
         if effect != "NoExecute":
             errors.append(("effect", "must be NoExecute when tolerationSeconds is set"))

@@ -102,6 +102,9 @@ def run_check(args: argparse.Namespace) -> int:
         classes = ", ".join(f"{p.name}={p.memory_mib}Mi" for p in policy.profiles)
         placement = "; placement: spillOver" if policy.placement == "spillOver" else ""
         print(f"ok: {policy.source}: policy {policy.name!r}: {classes}{placement}")
+    for policy in policies.policies:
+        for warning in policy.warnings:
+            print(f"warning: {warning}")
     if nodes is not None:
         for finding in policy_findings(policies, nodes):
             print(f"warning: {finding}")

@@ -1,9 +1,11 @@
-"""Error collection for one policy document: every message says file, document and field."""
+"""Error and warning collection for one policy document: every message says file, document
+and field."""
 
 from __future__ import annotations
 
 from typing import Any
 
+from webhook.api.text import as_yaml
 from webhook.api.types import KubeObject
 
 
@@ -21,15 +23,20 @@ class PolicyDocument:
     def __init__(self, where: str, errors: list[str]):
         self.where = where
         self.errors = errors
+        # What loads but is likely not meant; `policy check` prints them.
+        self.warnings: list[str] = []
 
     def error(self, path: str, message: str) -> None:
         self.errors.append(f"{self.where}: {path}: {message}")
+
+    def warn(self, path: str, message: str) -> None:
+        self.warnings.append(f"{self.where}: {path}: {message}")
 
     def mapping(self, value: Any, path: str, allowed: set[str]) -> KubeObject:
         if value is None:
             return {}
         if not isinstance(value, dict):
-            self.error(path, f"must be a mapping, got {type(value).__name__}")
+            self.error(path, f"must be a mapping, got {as_yaml(value)}")
             return {}
         for key in value:
             if key not in allowed:

@@ -13,7 +13,7 @@ import re
 from typing import Any
 
 from webhook.api import quantity
-from webhook.api.text import shorten
+from webhook.api.text import as_yaml
 from webhook.api.validation import is_dns_subdomain, is_qualified_name
 
 from .document import PolicyDocument, PolicyError
@@ -77,7 +77,9 @@ def _memory_requests(
             doc.error(path, str(err))
     annotation = raw.get("annotation", Policy.annotation)
     if annotation is not None and not is_qualified_name(annotation):
-        doc.error("spec.memoryRequests.annotation", f"{annotation!r} is not an annotation key")
+        doc.error(
+            "spec.memoryRequests.annotation", f"{as_yaml(annotation)} is not an annotation key"
+        )
         annotation = None
     companions = raw.get("companionResources", list(DEFAULT_COMPANIONS))
     if not isinstance(companions, list) or not all(
@@ -95,11 +97,14 @@ def _policy(doc: PolicyDocument, raw: Any) -> Policy | None:
     before = len(doc.errors)
     if not isinstance(raw, dict) or (raw.get("apiVersion"), raw.get("kind")) != (API_VERSION, KIND):
         found = (
-            f"{raw.get('apiVersion')} {raw.get('kind')}"
+            " and ".join(
+                f"{field} {as_yaml(raw[field], 60)}" if field in raw else f"no {field}"
+                for field in ("apiVersion", "kind")
+            )
             if isinstance(raw, dict)
-            else f"a {type(raw).__name__}"
+            else as_yaml(raw, 60)
         )
-        doc.error("apiVersion/kind", f"must be {API_VERSION} {KIND}, got {shorten(found, 60)}")
+        doc.error("apiVersion/kind", f"must be {API_VERSION} {KIND}, got {found}")
         return None
     raw = doc.mapping(raw, "", {"apiVersion", "kind", "metadata", "spec"})
     metadata = doc.mapping(raw.get("metadata"), "metadata", {"name", "labels", "annotations"})
@@ -126,27 +131,35 @@ def _policy(doc: PolicyDocument, raw: Any) -> Policy | None:
     namespaces = doc.mapping(spec.get("namespaces"), "spec.namespaces", {"include", "exclude"})
     include = _string_list(doc, namespaces.get("include"), "spec.namespaces.include", ["*"])
     exclude = _string_list(doc, namespaces.get("exclude"), "spec.namespaces.exclude", [])
-    profiles = load_profiles(doc, spec.get("profiles"))
+    placement = load_placement(doc, spec.get("placement"))
+    profiles = load_profiles(doc, spec.get("profiles"), placement)
     resources, annotation, companions = _memory_requests(doc, spec.get("memoryRequests"))
     max_gpus = spec.get("maxGPUsPerPod", Policy.max_gpus_per_pod)
     doc.check(
         type(max_gpus) is int and max_gpus >= 1,
         "spec.maxGPUsPerPod",
-        f"must be a whole number >= 1, got {max_gpus!r}",
+        f"must be a whole number >= 1, got {as_yaml(max_gpus)}",
     )
     fits = spec.get("whenNoProfileFits", Policy.when_no_profile_fits)
     doc.check(
         fits in ("deny", "ignore"),
         "spec.whenNoProfileFits",
-        f"must be deny or ignore, got {fits!r}",
+        f"must be deny or ignore, got {as_yaml(fits)}",
     )
     discover = spec.get("discoverProfiles", Policy.discover_profiles)
-    doc.check(isinstance(discover, bool), "spec.discoverProfiles", "must be true or false")
+    doc.check(
+        isinstance(discover, bool),
+        "spec.discoverProfiles",
+        f"must be true or false, got {as_yaml(discover)}",
+    )
     whole_gpu_pods = load_whole_gpu_pods(doc, spec.get("wholeGPUPods"))
     leave_alone = load_leave_alone(doc, spec.get("leaveAlone"))
-    placement = load_placement(doc, spec.get("placement"))
     allow_skip = spec.get("allowSkip", Policy.allow_skip)
-    doc.check(isinstance(allow_skip, bool), "spec.allowSkip", "must be true or false")
+    doc.check(
+        isinstance(allow_skip, bool),
+        "spec.allowSkip",
+        f"must be true or false, got {as_yaml(allow_skip)}",
+    )
     if len(doc.errors) > before:
         return None
     return Policy(
@@ -165,6 +178,7 @@ def _policy(doc: PolicyDocument, raw: Any) -> Policy | None:
         leave_alone=leave_alone,
         placement=placement,
         allow_skip=allow_skip,
+        warnings=tuple(doc.warnings),
     )
 
 
@@ -181,11 +195,17 @@ def _conflicts(policies: list[Policy], errors: list[str]) -> None:
                 for b in second.include:
                     if pattern_rank(a) != pattern_rank(b):
                         continue
-                    if (a == b) if not is_glob(a) else globs_overlap(a, b):
+                    where = f"{second.source}: spec.namespaces.include: policies {first.name!r}"
+                    if not is_glob(a) and a == b:
                         errors.append(
-                            f"{second.source}: spec.namespaces.include: {b!r} and {a!r} of policy "
-                            f"{first.name!r} ({first.source}) are equally specific and can match "
-                            f"the same namespace; name namespaces exactly or narrow one glob"
+                            f"{where} ({first.source}) and {second.name!r} both claim namespace "
+                            f"{a}; keep it in one of them"
+                        )
+                    elif is_glob(a) and globs_overlap(a, b):
+                        errors.append(
+                            f"{where} ({first.source}) and {second.name!r} both claim, equally "
+                            f"specifically, the namespaces that {a!r} and {b!r} both match; name "
+                            "namespaces exactly or narrow one glob"
                         )
 
 

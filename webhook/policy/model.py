@@ -26,9 +26,15 @@ Placement = Literal["exact", "spillOver"]
 DEFAULT_MEMORY_UNITS: Mapping[str, str] = MappingProxyType(
     {"aliyun.com/gpu-mem": "Gi", "nvidia.com/gpumem": "Mi"}
 )
-# Resources that only mean something beside a shared-GPU memory request (HAMi's core share)
-# and are removed with it: no lightweight node offers them, so a pod keeping one never runs.
-DEFAULT_COMPANIONS = ("nvidia.com/gpucores",)
+# Resources that only mean something beside a shared-GPU memory request and are removed with
+# it: no lightweight node offers them, so a pod keeping one never runs. HAMi's core share and
+# memory share (`nvidia.com/gpucores`, `nvidia.com/gpumem-percentage`), ACK cGPU's core share
+# (`aliyun.com/gpu-core.percentage`).
+DEFAULT_COMPANIONS = (
+    "nvidia.com/gpucores",
+    "nvidia.com/gpumem-percentage",
+    "aliyun.com/gpu-core.percentage",
+)
 
 API_VERSION = "lwgpu.io/v1alpha1"
 KIND = "LightweightGPUPolicy"
@@ -104,6 +110,8 @@ class Policy:
     leave_alone: LeaveAlone = field(default_factory=LeaveAlone)
     # false: `lwgpu.io/skip` exempts no pod or workload, where pod authors must not opt out.
     allow_skip: bool = True
+    # What loaded but is likely not meant (`policy check` prints them), file, document, field.
+    warnings: tuple[str, ...] = field(default=(), compare=False)
 
     def with_discovered(self, discovered: Iterable[Profile]) -> Policy:
         """This policy plus the discovered classes its static profiles do not already select.

@@ -14,7 +14,7 @@ from decimal import Decimal
 from typing import Any
 
 from webhook.api import quantity
-from webhook.api.names import MEM_LABEL
+from webhook.api.names import MEM_LABEL, MEM_VALUE
 from webhook.api.text import shorten
 from webhook.api.validation import (
     is_qualified_name,
@@ -23,7 +23,7 @@ from webhook.api.validation import (
 )
 
 from .document import PolicyDocument
-from .model import Profile, frozen_map
+from .model import Placement, Profile, frozen_map
 
 _FIELDS = {"name", "memory", "nodeSelector", "nodeLabels", "tolerations"}
 _DECIMAL = re.compile(r"(?P<number>[0-9]+(?:\.[0-9]+)?)(?P<suffix>[kMGTPE])")
@@ -38,7 +38,7 @@ def _memory(doc: PolicyDocument, raw: dict[str, Any], path: str) -> int | None:
         memory = quantity.to_mib(raw["memory"])
         whole = quantity.parse(raw["memory"]) % quantity.MIB == 0
     except quantity.QuantityError as err:
-        doc.error(f"{path}.memory", f"{err}; write e.g. 2048Mi or 2Gi")
+        doc.error(f"{path}.memory", quantity.with_fix(err, "write e.g. 2048Mi or 2Gi"))
         return None
     if not whole:
         doc.error(f"{path}.memory", _not_whole(raw["memory"]))
@@ -82,12 +82,30 @@ def _labels(doc: PolicyDocument, value: Any, path: str, *, required: bool) -> di
     ok = True
     for key, label in value.items():
         ok &= doc.check(is_qualified_name(key), f"{path}.{key}", "is not a label key")
-        # Spaces are dropped, not turned into '-': "2048 MiB" means the label 2048MiB.
-        message = label_value_error(label)
+        # As label-node writes labels: a GPU's name with '-' for spaces (GRID T4 4Q ->
+        # GRID-T4-4Q), its memory without them ("2048 MiB" means the label 2048MiB).
+        message = label_value_error(label, space="" if key == MEM_LABEL else "-")
         if message is not None:
             doc.error(f"{path}.{key}", message)
             ok = False
+        elif key == MEM_LABEL and not MEM_VALUE.fullmatch(label):
+            doc.warn(f"{path}.{key}", _not_mib_label(label))
     return dict(value) if ok else None
+
+
+def _not_mib_label(label: str) -> str:
+    """Why a `nvidia_mem` value matches no node, and the value meant where it can tell."""
+    text = label.removesuffix("B")
+    try:
+        mib = int(text) if text.isdigit() else quantity.to_mib(text)
+        whole = text.isdigit() or quantity.parse(text) % quantity.MIB == 0
+    except quantity.QuantityError:
+        mib, whole = 0, False
+    fix = f"; write {mib}MiB" if whole and mib > 0 else ""
+    return (
+        f"{label!r} is not how nodes carry their GPU memory ('<MiB>MiB', as nvidia-smi prints "
+        f"it), so no node matches it{fix}"
+    )
 
 
 def _tolerations(doc: PolicyDocument, value: Any, path: str) -> list[dict[str, Any]] | None:
@@ -167,11 +185,33 @@ def _duplicates(doc: PolicyDocument, profiles: list[Profile | None]) -> None:
         selectors.setdefault(selector, index)
 
 
-def load_profiles(doc: PolicyDocument, raw: Any) -> tuple[Profile, ...]:
-    """The classes of `spec.profiles`, ascending memory; errors go to `doc`."""
+def _ties(doc: PolicyDocument, profiles: list[Profile | None]) -> None:
+    """A warning for each class whose memory an earlier one has, with `placement: exact`: the
+    earlier one is the best fit of every ask that fits both, so only pins reach the later."""
+    first: dict[int, int] = {}
+    for index, profile in enumerate(profiles):
+        if profile is None:
+            continue
+        earlier = first.setdefault(profile.memory_mib, index)
+        if earlier != index:
+            other = profiles[earlier]
+            assert other is not None  # only loaded classes are remembered
+            doc.warn(
+                f"spec.profiles[{index}]",
+                f"{profile.name} has the memory of spec.profiles[{earlier}] {other.name} "
+                f"({profile.memory_mib}Mi), which is listed first and so the best fit wherever "
+                f"{profile.name} would be: only pods that pin {profile.name} reach its nodes; "
+                "set spec.placement: spillOver to use both",
+            )
+
+
+def load_profiles(doc: PolicyDocument, raw: Any, placement: Placement) -> tuple[Profile, ...]:
+    """The classes of `spec.profiles`, ascending memory; errors and warnings go to `doc`."""
     if not isinstance(raw, list) or not raw:
         doc.error("spec.profiles", "must list at least one lightweight GPU class")
         return ()
     profiles = [_profile(doc, item, f"spec.profiles[{i}]") for i, item in enumerate(raw)]
     _duplicates(doc, profiles)
+    if placement == "exact":
+        _ties(doc, profiles)
     return tuple(sorted((p for p in profiles if p is not None), key=lambda p: p.memory_mib))

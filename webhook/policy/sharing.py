@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from typing import Any, cast, get_args
 
+from webhook.api.text import as_yaml
 from webhook.api.validation import is_label_value, is_qualified_name
 
 from .document import PolicyDocument
@@ -71,6 +72,6 @@ def _one_of(doc: PolicyDocument, raw: Any, path: str, allowed: tuple[str, ...]) 
     if raw is None:
         return allowed[0]
     if raw not in allowed:
-        doc.error(path, f"must be {' or '.join(allowed)}, got {raw!r}")
+        doc.error(path, f"must be {' or '.join(allowed)}, got {as_yaml(raw)}")
         return allowed[0]
     return str(raw)
