@@ -167,7 +167,7 @@ ECHOES = [
     (
         "pinned-selector",
         pod(node_selector={"aliyun.accelerator/nvidia_mem": "s" * BIG}),
-        "spec: the pod selects nodeSelector aliyun.accelerator/nvidia_mem=",
+        "spec.nodeSelector: nodeSelector aliyun.accelerator/nvidia_mem=",
     ),
 ]
 

@@ -99,9 +99,9 @@ CASES = [
         "denied",
         None,
         [
-            "selects nodeSelector aliyun.accelerator/nvidia_mem=16384MiB",
-            "no lightweight GPU class",
-            "remove that selector",
+            "spec.nodeSelector: nodeSelector aliyun.accelerator/nvidia_mem=16384MiB matches no",
+            "lightweight GPU class",
+            "remove it",
         ],
     ),
     (

@@ -219,8 +219,9 @@ CASES: list[tuple[str, str, Callable[[dict[str, Any]], None], Callable[[], Polic
         limits(nvidia__com_gpumem="2Gi"),
         default_policy,
         "denied",
-        "nvidia.com/gpumem counts units of 1Mi), more than the largest lightweight GPU "
-        "GRID-P4-8Q (8192Mi) of policy 'default'; for 2Gi write nvidia.com/gpumem: 2048",
+        "spec.containers[0].resources: nvidia.com/gpumem counts MiB, so for 2Gi write "
+        "nvidia.com/gpumem: 2048; containers[0] (ubuntu-container) asks nvidia.com/gpumem=2Gi, "
+        "read as 2147483648Mi, more than the largest lightweight GPU GRID-P4-8Q (8192Mi)",
     ),
     (
         "gpumem-2G",
@@ -236,7 +237,8 @@ CASES: list[tuple[str, str, Callable[[dict[str, Any]], None], Callable[[], Polic
         limits(nvidia__com_gpumem="2Gi"),
         ignoring,
         "allowed",
-        "fits no lightweight GPU, unchanged; for 2Gi write nvidia.com/gpumem: 2048",
+        "lwgpu: nvidia.com/gpumem counts MiB, so for 2Gi write nvidia.com/gpumem: 2048; left "
+        "unchanged: fits no lightweight GPU",
     ),
     (
         "too-big-lightweight-only",

@@ -179,6 +179,6 @@ def test_terms_on_different_keys_pin_the_union_of_their_classes():
     denied = decide(pod(gpu_mem(1), affinity=neither), AVOID)
     assert denied.outcome == "denied"
     assert denied.reason.startswith(
-        f"spec: the pod selects {MEM} by required node affinity and {NAME} by required node "
-        "affinity, which is no lightweight GPU class of policy 'mixed'"
+        f"spec.affinity: required node affinity {MEM} In [8192MiB] and required node affinity "
+        f"{NAME} In [A10] matches no lightweight GPU class of policy 'mixed'"
     )

@@ -150,5 +150,5 @@ def test_binary_sizes_are_one_size(written):
     says how a size was read and what to write instead."""
     code, _, err = _review(pod(container(limits={GPUMEM: written}), name="hami"), "yaml")
     assert code == 1
-    assert "asks nvidia.com/gpumem=2Gi (2147483648Mi: nvidia.com/gpumem counts units of 1Mi)" in err
-    assert "for 2Gi write nvidia.com/gpumem: 2048" in err
+    assert "nvidia.com/gpumem counts MiB, so for 2Gi write nvidia.com/gpumem: 2048" in err
+    assert "asks nvidia.com/gpumem=2Gi, read as 2147483648Mi" in err

@@ -159,7 +159,8 @@ def _annotation_memory(policy: Policy, annotations: KubeObject, prefix: str) -> 
             raise quantity.QuantityError(f"{shorten(raw)!r} is less than 1Mi (no unit?)")
         return _Memory(quantity.to_mib(raw), f"{key}={shorten(raw)}")
     except quantity.QuantityError as err:
-        raise Refusal(f"{where}: {err}; write a quantity such as 2Gi or 1536Mi") from None
+        fix = quantity.with_fix(err, "write a quantity such as 2Gi or 1536Mi")
+        raise Refusal(f"{where}: {fix}") from None
 
 
 def read_asks(spec: KubeObject, annotations: KubeObject, policy: Policy, prefix: str) -> list[Ask]:
@@ -244,9 +245,9 @@ def _resource_mib(value: object, unit: int, resource: str, where: str) -> int:
     try:
         return quantity.to_mib(value, unit)
     except quantity.QuantityError as err:
+        fix = f"write the GPU memory as a whole number, e.g. {resource}: 2"
         raise Refusal(
-            f"{where}.resources.limits[{resource}]: {err}; write the "
-            f"GPU memory as a whole number, e.g. {resource}: 2"
+            f"{where}.resources.limits[{resource}]: {quantity.with_fix(err, fix)}"
         ) from None
 
 
@@ -265,9 +266,9 @@ def _gpu_count(limits: KubeObject, requests: KubeObject, where: str) -> int:
     try:
         return 0 if raw_gpus is None else quantity.count(raw_gpus)
     except quantity.QuantityError as err:
+        fix = f"ask for {GPU_RESOURCE}: 1 (or GPU memory) instead"
         raise Refusal(
-            f"{where}.resources.limits[{GPU_RESOURCE}]: {err}; ask for "
-            f"{GPU_RESOURCE}: 1 (or GPU memory) instead"
+            f"{where}.resources.limits[{GPU_RESOURCE}]: {quantity.with_fix(err, fix)}"
         ) from None
 
 

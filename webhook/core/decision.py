@@ -15,19 +15,20 @@ from webhook.api.types import KubeObject, PatchOperation
 from webhook.api.workload import as_map, dig, field_path, group_of, template_path
 from webhook.policy import Policy, Profile
 
+from . import pins
 from .annotations import misplaced, skip
 from .asks import Ask, Refusal, effective_gpus, pod_mentions_gpu, read_asks
 from .edit import Editor
 from .lifecycle import left_alone
-from .oversize import left_unchanged, too_big
+from .oversize import ignored, left_unchanged, too_big, too_little
 from .placement import (
     best_fit,
     fitting,
     own_choice,
     pinned_classes,
-    term_constraints,
     without_selector,
 )
+from .resources import left_over, no_gpu_reason, typos
 from .rewrite import keep_off, rewrite
 from .sharing import exclusions, other_system
 
@@ -115,14 +116,22 @@ def _decide_in_scope(
 ) -> Decision:
     """The decision for an object the policy governs and no annotation skips."""
     if not (policy.annotation in annotations or pod_mentions_gpu(spec, policy)):
-        return _skip(obj, "asks for no GPU")
+        return Decision(
+            "skipped", obj, reason=no_gpu_reason(spec, policy), warnings=typos(spec, policy)
+        )
     theirs = other_system(spec, as_map(as_map(template.get("metadata")).get("labels")), policy)
     if theirs is not None:
         return _skip(obj, theirs)
     try:
-        return _decide_gpu_pod(obj, path, spec, annotations, policy, prefix)
+        decision = _decide_gpu_pod(obj, path, spec, annotations, policy, prefix)
     except Refusal as refusal:
-        return Decision("denied", obj, path, reason=str(refusal))
+        decision = Decision("denied", obj, path, reason=str(refusal))
+    if decision.outcome == "mutated" and decision.profile is not None:
+        # Rewritten onto a class: what the new pod still asks that no such node offers.
+        extra = left_over(as_map(as_map(dig(decision.obj, path)).get("spec")), policy)
+    else:
+        extra = typos(spec, policy)
+    return decision._replace(warnings=decision.warnings + extra) if extra else decision
 
 
 def _decide_gpu_pod(
@@ -142,11 +151,14 @@ def _decide_gpu_pod(
     own = own_choice(annotations, spec, policy.profiles)
     fits = _choose(spec, own, policy, prefix, biggest, memory)
     if not fits:
-        return Decision("allowed", obj, path, warnings=(left_unchanged(biggest, memory, policy),))
+        reason = ignored(biggest, memory, policy)
+        return Decision("allowed", obj, path, reason, (left_unchanged(biggest, memory, policy),))
     choice, spread = fits[0], fits if policy.placement == "spillOver" else []
     edit = rewrite(obj, path, spec, [a for a, _ in sized], choice, policy, own, spread)
     if not edit.ops:
-        return Decision("allowed", obj, path, profile=choice.name)
+        return Decision(
+            "allowed", obj, path, f"already rewritten for {choice.name}", (), choice.name
+        )
     node_name = spec.get("nodeName")
     if node_name:
         raise Refusal(
@@ -159,7 +171,9 @@ def _decide_gpu_pod(
     )
     if len(spread) > 1:
         change += ", spilling over to " + ", ".join(p.name for p in spread[1:])
-    return _mutated(edit, path, change, choice.name)
+    decision = _mutated(edit, path, change, choice.name)
+    small = tuple(w for a, _ in sized if (w := too_little(a, policy)) is not None)
+    return decision._replace(warnings=decision.warnings + small) if small else decision
 
 
 def _whole_gpus(
@@ -236,26 +250,14 @@ def _choose(
     pinned = pinned_classes(base, policy.profiles)
     admitted = policy.profiles if pinned is None else tuple(pinned)
     if pinned == []:
-        keys = {key for way in term_constraints(base, policy.profiles) or [] for key in way}
-        raise Refusal(
-            f"{prefix}spec: the pod selects {_pinned_text(spec, keys)}, which is no "
-            f"lightweight GPU class of policy "
-            f"{policy.name!r} ({_classes(policy.profiles)}); remove that selector and the "
-            f"webhook will choose the class"
-        )
+        raise pins.unknown(base, policy, prefix)
     fits = fitting(admitted, memory)
     if fits:
         return fits
     # Only a pinned pod can miss a class that holds it: the one it should pin instead.
     instead = best_fit(policy.profiles, memory) if pinned is not None else None
     if instead is not None:
-        small = admitted[-1]
-        raise Refusal(
-            f"{prefix}spec.nodeSelector/affinity: the pod pins {small.name} "
-            f"({small.selector_text}, {small.memory_mib}Mi) but {biggest.where} asks "
-            f"{biggest.source} ({memory}Mi); remove the selector or pin "
-            f"{instead.name}"
-        )
+        raise pins.too_small(base, policy, admitted, instead, biggest, memory, prefix)
     if policy.when_no_profile_fits == "ignore":
         return []
     raise Refusal(too_big(biggest, memory, policy, prefix))
@@ -270,17 +272,3 @@ def _check_count(asks: list[Ask], gpus: int, policy: Policy, prefix: str) -> Non
         f"carries exactly one GPU (policy {policy.name!r} allows {policy.max_gpus_per_pod} per "
         f"pod); ask for {GPU_RESOURCE}: 1 or GPU memory in one container, or split the pod"
     )
-
-
-def _pinned_text(spec: KubeObject, keys: set[str]) -> str:
-    selector = as_map(spec.get("nodeSelector"))
-    return " and ".join(
-        f"nodeSelector {key}={shorten(selector[key])}"
-        if key in selector
-        else f"{key} by required node affinity"
-        for key in sorted(keys)
-    )
-
-
-def _classes(profiles: tuple[Profile, ...]) -> str:
-    return ", ".join(f"{p.name}: {p.selector_text}" for p in profiles[:8])

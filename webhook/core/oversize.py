@@ -1,13 +1,20 @@
-"""Messages for a GPU memory ask that no lightweight class holds: what to ask instead.
+"""Messages for a GPU memory ask written in the wrong unit: too big for any class, or too
+small to be meant.
 
 A memory resource counts units (`nvidia.com/gpumem` MiB, `aliyun.com/gpu-mem` GiB), and
 Kubernetes stores an extended resource as a plain integer: `nvidia.com/gpumem: 2Gi` is the
 integer 2^31, which HAMi reads as that many MiB. Whoever wrote it meant 2 GiB, so the
-message says how the value was read and what to write (`nvidia.com/gpumem: 2048`). The
-decision itself is unchanged: a size that does fit (`nvidia.com/gpumem: 1Ki`, 1024 MiB) is
-what the device plugin would give the pod, and is rewritten as such. The apiserver spells a
-plain number with a decimal suffix (`nvidia.com/gpumem: 16000` arrives as `16k`), so only a
-decimal suffix on at least one unit's bytes reads as a size (`quantity.is_size`).
+message leads with what to write (`nvidia.com/gpumem counts MiB, so for 2Gi write
+nvidia.com/gpumem: 2048`) and then says how the value was read. The decision itself is
+unchanged: a size that does fit (`nvidia.com/gpumem: 1Ki`, 1024 MiB) is what the device
+plugin would give the pod, and is rewritten as such. The apiserver spells a plain number
+with a decimal suffix (`nvidia.com/gpumem: 16000` arrives as `16k`), so only a decimal
+suffix on at least one unit's bytes reads as a size (`quantity.is_size`).
+
+The other way round, `nvidia.com/gpumem: 4` is 4 MiB, where its writer meant 4 GiB: an ask
+below `SMALL_MIB` in a resource counting less than a GiB gets a warning (and is still
+rewritten: it fits the smallest class). A CUDA context alone takes a few hundred MiB of GPU
+memory, so no program asks less and runs; the GiB that people ask of a GPU are 1 to 192.
 """
 
 from __future__ import annotations
@@ -20,6 +27,8 @@ from webhook.api.text import WARNING_LIMIT, shorten
 from webhook.policy import Policy
 
 from .asks import Ask
+
+SMALL_MIB = 256
 
 
 def _unit(ask: Ask, policy: Policy) -> tuple[str, int | None]:
@@ -42,33 +51,82 @@ def size_fix(ask: Ask, policy: Policy) -> str | None:
     return f"for {written} write {resource}: {math.ceil(size / unit)} (rounded up)"
 
 
+def _words(unit: int) -> str:
+    """The unit of a memory resource in words: `GiB`, `MiB`, `units of 256Mi`."""
+    return {1 << 30: "GiB", quantity.MIB: "MiB"}.get(unit) or f"units of {quantity.unit_text(unit)}"
+
+
+def _counts(resource: str, unit: int) -> str:
+    """`aliyun.com/gpu-mem counts GiB`."""
+    return f"{resource} counts {_words(unit)}"
+
+
+def _beyond(policy: Policy) -> str:
+    largest = policy.profiles[-1]
+    return (
+        f"the largest lightweight GPU {largest.name} ({largest.memory_mib}Mi) of policy "
+        f"{policy.name!r}"
+    )
+
+
 def left_unchanged(ask: Ask, memory: int, policy: Policy) -> str:
     """The warning for a pod left alone because nothing holds it (`whenNoProfileFits: ignore`)."""
+    resource, unit = _unit(ask, policy)
     fix = size_fix(ask, policy)
-    head = f"lwgpu: {ask.source} ({memory}Mi) fits no lightweight GPU"
-    # The fix is worth more than the words it replaces, within the 120 characters of a warning.
-    warning = f"{head}, unchanged; {fix}" if fix else f"{head}; left unchanged"
+    if fix and unit:
+        # What to write leads: the rest of the 120 characters may be cut.
+        warning = (
+            f"lwgpu: {_counts(resource, unit)}, so {fix}; left unchanged: fits no lightweight GPU"
+        )
+    else:
+        warning = f"lwgpu: {ask.source} ({memory}Mi) fits no lightweight GPU; left unchanged"
     return shorten(warning, WARNING_LIMIT)
+
+
+def ignored(ask: Ask, memory: int, policy: Policy) -> str:
+    """The reason a pod whose ask fits no class is left as it is (`whenNoProfileFits: ignore`)."""
+    return (
+        f"{ask.where} asks {ask.source} ({memory}Mi), more than {_beyond(policy)}; left "
+        "unchanged (whenNoProfileFits: ignore)"
+    )
 
 
 def too_big(ask: Ask, memory: int, policy: Policy, prefix: str) -> str:
     """The denial of an ask larger than the policy's largest class."""
     largest = policy.profiles[-1]
     resource, unit = _unit(ask, policy)
+    field = f"{prefix}spec.{ask.section}[{ask.position}].resources"
     fix = size_fix(ask, policy)
-    # Said only where the value was written as a size, which those units make too big.
-    counted = f": {resource} counts units of {quantity.unit_text(unit)}" if fix and unit else ""
-    if fix is None:
-        fix = f"ask for at most {_at_most(resource, unit, largest.memory_mib)}"
     # Only a policy for a mixed fleet says full GPU nodes exist (wholeGPUPods: allow is the
     # seed's cluster of lightweight nodes only): elsewhere a full GPU is no way out.
-    if policy.whole_gpu_pods == "avoidLightweight":
-        fix += f", or ask {GPU_RESOURCE} for a full GPU node instead"
-    return (
-        f"{prefix}spec.{ask.section}[{ask.position}].resources: {ask.where} asks "
-        f"{ask.source} ({memory}Mi{counted}), more than the largest lightweight GPU "
-        f"{largest.name} ({largest.memory_mib}Mi) of policy {policy.name!r}; {fix}"
+    full = (
+        f", or ask {GPU_RESOURCE} for a full GPU node instead"
+        if policy.whole_gpu_pods == "avoidLightweight"
+        else ""
     )
+    if fix and unit:
+        # A size where a count belongs: what to write first, how it was read after.
+        return (
+            f"{field}: {_counts(resource, unit)}, so {fix}{full}; {ask.where} asks "
+            f"{ask.source}, read as {memory}Mi, more than {_beyond(policy)}"
+        )
+    return (
+        f"{field}: {ask.where} asks {ask.source} ({memory}Mi), more than {_beyond(policy)}; "
+        f"ask for at most {_at_most(resource, unit, largest.memory_mib)}{full}"
+    )
+
+
+def too_little(ask: Ask, policy: Policy) -> str | None:
+    """The warning for an ask too small to be meant (`SMALL_MIB`), in a resource counting
+    less than a GiB; None for any other ask."""
+    resource, unit = _unit(ask, policy)
+    if unit is None or unit >= 1 << 30 or ask.memory_mib is None or ask.memory_mib >= SMALL_MIB:
+        return None
+    warning = f"lwgpu: {ask.where}: {ask.source} is {ask.memory_mib}Mi (it counts {_words(unit)})"
+    count = quantity.parse(ask.value)  # the ask's MiB were read from it: it parses
+    if (1 << 30) % unit == 0 and count == count.to_integral_value():
+        warning += f"; for {count}Gi write {resource}: {int(count) * ((1 << 30) // unit)}"
+    return shorten(warning, WARNING_LIMIT)
 
 
 def _at_most(resource: str, unit: int | None, largest_mib: int) -> str:
