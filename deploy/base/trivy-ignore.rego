@@ -34,5 +34,5 @@ ignore if {
 # set image.repository (chart) or kustomize images to your own mirror.
 ignore if {
 	input.ID == "KSV-0125"
-	regex.match(`^Container (webhook|policy-sync|labeller|certs) in \w+ lwgpu-(webhook|labeller|certs|certs-rotate) `, input.Message)
+	regex.match(`^Container (webhook|policy-sync|labeller|certs|check) in \w+ lwgpu-(webhook|labeller|certs|certs-rotate|policy-check) `, input.Message)
 }

@@ -38,7 +38,9 @@ WINDOW_S = 15  # the sidecar imports the client (~1 s), reads the policy and app
 
 @pytest.fixture(scope="module")
 def chart_installed(tmp_path_factory) -> Iterator[Installation]:
-    """`helm template --set-file policy=<mixed-fleet>` applied, its pods run by the kubelet."""
+    """`helm template --set-file policy=<mixed-fleet>` applied, its pods run by the kubelet
+    (without the pre-install check's hook, which `helm install` alone runs:
+    tests/cluster/test_helm_policy_check.py)."""
     require_binaries()
     try:
         helm.helm_binary()
@@ -46,7 +48,7 @@ def chart_installed(tmp_path_factory) -> Iterator[Installation]:
         pytest.skip(f"no helm: {exc}")
     render = helm.helm(
         "template", helm.RELEASE, str(helm.CHART), "--namespace", install.NAMESPACE,
-        *helm.REQUIRED, "--set-file", f"policy={CUSTOM}",
+        *helm.REQUIRED, "--set-file", f"policy={CUSTOM}", "--no-hooks",
     ).stdout  # fmt: skip
     with controlplane.running(tmp_path_factory.mktemp("helm-plane")) as plane:
         fleet.create(plane, FLEET)

@@ -16,6 +16,7 @@ from tests.deploy import scanners
 from tests.deploy.installs import build
 from tests.support.helm import HelmUnavailable, helm_binary, template
 from tests.support.kubectl import KUBECTL
+from tests.support.paths import SHIPPED_POLICY
 
 
 @pytest.fixture(scope="session")
@@ -40,13 +41,16 @@ def scanner(request: pytest.FixtureRequest) -> str:
 @pytest.fixture(scope="session")
 def render_files(helm_bin: Path, tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
     """Both default installs as files, each with its NetworkPolicy given the apiserver's peers
-    (as the docs tell users to install): the chart's `helm template`, and `kubectl kustomize` of
-    deploy/ with the network-policy Component."""
+    (as the docs tell users to install): the chart's `helm template` with a `policy` (so its
+    pre-install check Job is scanned too), and `kubectl kustomize` of deploy/ with the
+    network-policy Component."""
     if KUBECTL is None:
         pytest.skip("kubectl is not installed")
     out = tmp_path_factory.mktemp("renders")
     files = {"chart": out / "chart.yaml", "kustomize": out / "kustomize.yaml"}
-    files["chart"].write_text(yaml.safe_dump_all(template()))
+    files["chart"].write_text(
+        yaml.safe_dump_all(template("--set-file", f"policy={SHIPPED_POLICY}"))
+    )
     kustomized = build(out / "kustomization", ["network-policy"])
     files["kustomize"].write_text(yaml.safe_dump_all(kustomized))
     return files

@@ -33,6 +33,7 @@ VALUE_SETS = {  # name -> helm template arguments
     "pinned": ["--set", f"image.digest={DIGEST}", "--set", "image.tag=0.1.0"],
     "validating-webhook": ["--set", "validatingWebhook.enabled=true"],
     "discovery": ["--set", "discovery.enabled=true"],
+    "policy": ["--set-file", f"policy={EXAMPLE_POLICIES / 'mixed-fleet.yaml'}"],
 }
 
 
@@ -96,6 +97,14 @@ def kinds(objects: list[dict]) -> set[tuple[str, str]]:
     return {(o["kind"], o["metadata"]["name"]) for o in objects}
 
 
+def policies(objects: list[dict]) -> dict:
+    """The data of ConfigMap lwgpu-policies, the policy the webhook serves."""
+    [found] = [
+        o for o in objects if (o["kind"], o["metadata"]["name"]) == ("ConfigMap", "lwgpu-policies")
+    ]
+    return found["data"]
+
+
 POLICY_FILE = EXAMPLE_POLICIES / "mixed-fleet.yaml"
 POLICY = POLICY_FILE.read_text(encoding="utf-8")
 # (what, helm arguments, check of the render)
@@ -140,6 +149,14 @@ VALUE_EFFECTS: list[tuple[str, list[str], Callable[[list[dict]], bool]]] = [
         "replicas",
         ["--set", "webhook.replicas=3"],
         lambda objs: [o["spec"]["replicas"] for o in objs if o["kind"] == "Deployment"] == [3],
+    ),
+    (
+        "one replica without the PodDisruptionBudget",
+        ["--set", "webhook.replicas=1", "--set", "webhook.podDisruptionBudget.enabled=false"],
+        lambda objs: (
+            [o["spec"]["replicas"] for o in objs if o["kind"] == "Deployment"] == [1]
+            and not any(o["kind"] == "PodDisruptionBudget" for o in objs)
+        ),
     ),
     (
         "resources",
@@ -194,17 +211,12 @@ VALUE_EFFECTS: list[tuple[str, list[str], Callable[[list[dict]], bool]]] = [
     (
         "an inline policy is what the webhook serves",
         ["--set-file", f"policy={POLICY_FILE}"],
-        lambda objs: (
-            [o["data"] for o in objs if o["kind"] == "ConfigMap"] == [{"default.yaml": POLICY}]
-        ),
+        lambda objs: policies(objs) == {"default.yaml": POLICY},
     ),
     (
         "no policy serves the shipped default",
         [],
-        lambda objs: (
-            [o["data"] for o in objs if o["kind"] == "ConfigMap"]
-            == [{"default.yaml": SHIPPED_POLICY.read_text(encoding="utf-8")}]
-        ),
+        lambda objs: policies(objs) == {"default.yaml": SHIPPED_POLICY.read_text(encoding="utf-8")},
     ),
     (
         "cert-manager replaces the installer Job and CronJob",
@@ -279,6 +291,10 @@ BAD_VALUES = [  # (helm arguments, what helm's schema error must name)
     (["--set", "labeller.enabled=yes-please"], "/labeller/enabled"),
     (["--set", "discovery.enabled=yes"], "/discovery/enabled"),
     (["--set", "webhook.priorityClassName=Not A Name"], "/webhook/priorityClassName"),
+    # Either way out, each named: more replicas, or no PodDisruptionBudget to block drains.
+    (["--set", "webhook.replicas=1"], "at '/webhook/replicas': minimum: got 1, want 2"),
+    (["--set", "webhook.replicas=1"], "at '/webhook/podDisruptionBudget/enabled': value must be"),
+    (["--set", "policy=3"], "/policy"),
 ]
 
 

@@ -21,9 +21,9 @@ imagePullPolicy: {{ .Values.image.pullPolicy }}
 {{- end }}
 
 {{/*
-checkov's skips of a workload (dict "root" $ "token" "<why this pod needs its token>" "what"
-"<what a registry outage would hold>", and "more": a dict of further skip annotations). The
-digest skips go away once image.digest is set.
+checkov's skips of a workload (dict "root" $ "token" "<why this pod needs its token>", none
+where it mounts none, "what" "<what a registry outage would hold>", and "more": a dict of
+further annotations). The digest skips go away once image.digest is set.
 */}}
 {{- define "lwgpu.checkovSkips" -}}
 # Findings of checkov that are choices, with the reason (tests/deploy/test_scanners.py).
@@ -32,10 +32,27 @@ annotations:
   checkov.io/skip1: CKV_K8S_43=no digest is published for this tag yet; pin one with kustomize images or the chart's image.digest
   checkov.io/skip2: CKV_K8S_15=IfNotPresent on a pinned tag; Always would make every {{ .what }} depend on the registry
   {{- end }}
-  checkov.io/skip3: CKV_K8S_38={{ .token }}
-  {{- range $key, $reason := .more }}
-  {{ $key }}: {{ $reason }}
+  {{- with .token }}
+  checkov.io/skip3: CKV_K8S_38={{ . }}
   {{- end }}
+  {{- range $key, $value := .more }}
+  {{ $key }}: {{ $value | quote }}
+  {{- end }}
+{{- end }}
+
+{{/*
+The policy the webhook serves: the `policy` value, or the shipped policies/default.yaml (its
+copy in files/) where it is not set (null). Set but blank fails the render: an empty
+`--set-file` is a mistake, never a request for the shipped policy.
+*/}}
+{{- define "lwgpu.policy" -}}
+{{- if kindIs "invalid" .Values.policy -}}
+{{ .Files.Get "files/default.yaml" }}
+{{- else if not (trim .Values.policy) -}}
+{{ fail "policy is set but empty (an empty file given to --set-file policy=...?): give LightweightGPUPolicy YAML (docs/POLICY.md), or leave policy unset for the shipped policies/default.yaml" }}
+{{- else -}}
+{{ .Values.policy }}
+{{- end -}}
 {{- end }}
 
 {{/* Pod Security `restricted` for a pod, as every pod of the install runs. */}}
