@@ -37,7 +37,17 @@ def test_a_plain_value_reads_as_kubectl_reads_it(text):
 
 @pytest.mark.parametrize(
     "text, key",
-    [("n", "false"), ("Y", "true"), ("1E10", "1e+10"), ("1e3", "1000"), (".5", "0.5"), ("7", "7")],
+    [
+        ("n", "false"),
+        ("Y", "true"),
+        ("1E10", "1e+10"),
+        ("1e3", "1000"),
+        (".5", "0.5"),
+        ("7", "7"),
+        ("1e300", ".inf"),  # beyond float32: an infinity, in YAML's word
+        ("-1e300", "-.inf"),
+        ("3.4e38", "3.4e+38"),
+    ],
 )
 def test_a_plain_key_is_the_text_kubectl_writes_into_json(text, key):
     assert load_all(f"{text}: x\n", "f.yaml") == [{key: "x"}]

@@ -97,8 +97,9 @@ def plain_value(text: str) -> Any:
 
 def json_key(key: Any) -> Any:
     """A mapping key as sigs.k8s.io/yaml writes it into JSON: a bool as `true`/`false`, an
-    integer in decimal, a float as strconv.FormatFloat(key, 'g', -1, 32) (None: no key
-    JSON can hold; kubectl refuses it)."""
+    integer in decimal, a float as strconv.FormatFloat(key, 'g', -1, 32), whose infinities
+    (beyond float32 too) and NaN are written `.inf`, `-.inf`, `.nan` (None: no key JSON can
+    hold; kubectl refuses it)."""
     if isinstance(key, bool):
         return "true" if key else "false"
     if isinstance(key, int):
@@ -111,9 +112,16 @@ def json_key(key: Any) -> Any:
 def _float32_g(number: float) -> str:
     """strconv.FormatFloat(number, 'g', -1, 32): the shortest digits that read back as the
     same float32, in exponent form where the exponent is under -4 or 6 and over."""
-    if math.isnan(number) or math.isinf(number):
-        return "NaN" if math.isnan(number) else ("+Inf" if number > 0 else "-Inf")
-    single = struct.pack(">f", number)
+    # sigs.k8s.io/yaml writes Go's infinities and NaN in YAML's words.
+    if math.isnan(number):
+        return ".nan"
+    try:
+        single = struct.pack(">f", number)
+    except OverflowError:  # beyond float32: Go's float32(number) is an infinity
+        number = math.copysign(math.inf, number)
+        single = struct.pack(">f", number)
+    if math.isinf(number):
+        return ".inf" if number > 0 else "-.inf"
     for places in range(9):
         written = f"{struct.unpack('>f', single)[0]:.{places}e}"
         if struct.pack(">f", float(written)) == single:
