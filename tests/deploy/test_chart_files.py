@@ -32,8 +32,9 @@ def test_the_chart_holds_no_link_and_no_file_without_a_source() -> None:
 
 
 def test_helm_renders_the_chart_without_a_warning(helm_bin: Path) -> None:
-    done = helm.helm("template", helm.RELEASE, str(helm.CHART), "--namespace", helm.NAMESPACE)
-    assert done.stderr == ""
+    args = ["--namespace", helm.NAMESPACE, *helm.REQUIRED]
+    done = helm.helm("template", helm.RELEASE, str(helm.CHART), *args)
+    assert done.stdout and done.stderr == ""
 
 
 def test_the_refresh_tool_writes_stale_copies_and_check_reports_them(
