@@ -107,7 +107,7 @@ NASTY = [
     (
         "tab-indent",
         SEED_TEXTS[0].replace("    memory: 1024Mi", "\tmemory: 1024Mi"),
-        [": line 15: not valid YAML"],
+        [": line 18: not valid YAML"],
     ),
     (
         "huge-int-memory",

@@ -29,5 +29,8 @@ def as_yaml(value: object, limit: int = 40) -> str:
     if isinstance(value, str):
         return repr(shorten(value, limit))
     if isinstance(value, dict | list):
-        return shorten(json.dumps(value, default=str), limit)
+        try:
+            return shorten(json.dumps(value, default=str), limit)
+        except (ValueError, RecursionError):  # a YAML alias inside itself (`&a [*a]`)
+            return "a mapping" if isinstance(value, dict) else "a list"
     return shorten(value, limit)

@@ -28,7 +28,7 @@ from .placement import (
     pinned_classes,
     without_selector,
 )
-from .resources import left_over, no_gpu_reason, typos
+from .resources import left_over, no_gpu, typos
 from .rewrite import keep_off, rewrite
 from .sharing import exclusions, other_system
 
@@ -116,9 +116,8 @@ def _decide_in_scope(
 ) -> Decision:
     """The decision for an object the policy governs and no annotation skips."""
     if not (policy.annotation in annotations or pod_mentions_gpu(spec, policy)):
-        return Decision(
-            "skipped", obj, reason=no_gpu_reason(spec, policy), warnings=typos(spec, policy)
-        )
+        reason, warnings = no_gpu(spec, policy)
+        return Decision("skipped", obj, reason=reason, warnings=warnings)
     theirs = other_system(spec, as_map(as_map(template.get("metadata")).get("labels")), policy)
     if theirs is not None:
         return _skip(obj, theirs)

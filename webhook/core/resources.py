@@ -19,14 +19,14 @@ that are really meant are not (`amd.com/gpu` 0.72 against `nvidia.com/gpu`,
 from __future__ import annotations
 
 import difflib
-from collections.abc import Iterator
+from collections.abc import Collection, Iterable, Iterator
 
 from webhook.api.names import GPU_RESOURCE
 from webhook.api.text import WARNING_LIMIT, shorten
 from webhook.api.types import KubeObject
 from webhook.policy import Policy
 
-from .asks import SECTIONS, containers, shorten_name
+from .asks import SECTIONS, shorten_name
 
 CLOSE = 0.85
 
@@ -36,56 +36,40 @@ def is_gpu_resource(name: str) -> bool:
     return "/" in name and ("gpu" in name.lower() or name.startswith("nvidia.com/"))
 
 
-def _read(policy: Policy) -> tuple[str, ...]:
-    """The GPU resources the policy reads or removes: `nvidia.com/gpu`, memory, companions."""
-    return (GPU_RESOURCE, *policy.memory_resources, *policy.companion_resources)
+def _found(spec: KubeObject, known: Collection[str]) -> Iterator[tuple[str, str]]:
+    """(where, resource) for each GPU resource not in `known`, once per container.
 
-
-def _named(spec: KubeObject) -> Iterator[tuple[str, str]]:
-    """(where, resource) for each GPU resource of each container, once per container."""
+    Every GPU pod is scanned, most of whose containers ask no GPU: nothing is built for them.
+    """
     for section in SECTIONS:
-        for index, container in containers(spec, section):
-            resources = container.get("resources")
+        items = spec.get(section)
+        for index, container in enumerate(items if isinstance(items, list) else ()):
+            resources = container.get("resources") if isinstance(container, dict) else None
             if not isinstance(resources, dict):
                 continue
-            seen: dict[str, None] = {}
+            names: dict[str, None] = {}
             for held in (resources.get("limits"), resources.get("requests")):
                 if isinstance(held, dict):
-                    seen.update(dict.fromkeys(k for k in held if isinstance(k, str)))
-            where = f"{section}[{index}] ({shorten_name(container.get('name'))})"
-            for name in seen:
-                if is_gpu_resource(name):
-                    yield where, name
+                    for key in held:
+                        # `cpu`, `memory`: most keys have no domain, and are passed first.
+                        gpu = isinstance(key, str) and "/" in key and is_gpu_resource(key)
+                        if gpu and key not in known:
+                            names[key] = None
+            if names:
+                where = f"{section}[{index}] ({shorten_name(container.get('name'))})"
+                yield from ((where, name) for name in names)
 
 
 def _meant(name: str, policy: Policy) -> str | None:
     """The resource the policy reads that `name` is a typo of, if any."""
-    close = difflib.get_close_matches(name, _read(policy), n=1, cutoff=CLOSE)
+    close = difflib.get_close_matches(name, policy.gpu_resources, n=1, cutoff=CLOSE)
     return close[0] if close else None
 
 
-def unread(spec: KubeObject, policy: Policy) -> list[str]:
-    """The GPU resources the pod spec names that the policy neither reads nor removes."""
-    read = set(_read(policy))
-    return list(dict.fromkeys(name for _, name in _named(spec) if name not in read))
-
-
-def no_gpu_reason(spec: KubeObject, policy: Policy) -> str:
-    """Why a pod asking neither `nvidia.com/gpu` nor GPU memory is skipped: it asks no GPU,
-    or only GPU resources the policy does not read (said by name)."""
-    names = unread(spec, policy)
-    if not names:
-        return "asks for no GPU"
-    shown = ", ".join(shorten(n, 63) for n in names[:3]) + (" ..." if len(names) > 3 else "")
-    return f"asks no GPU resource that policy {policy.name!r} reads (it names {shown})"
-
-
-def typos(spec: KubeObject, policy: Policy) -> tuple[str, ...]:
-    """A warning for each GPU resource the policy does not read that looks like one it does."""
-    read = set(_read(policy))
+def _typos(found: Iterable[tuple[str, str]], policy: Policy) -> tuple[str, ...]:
     warnings = []
-    for where, name in _named(spec):
-        meant = None if name in read else _meant(name, policy)
+    for where, name in found:
+        meant = _meant(name, policy)
         if meant is not None:
             text = (
                 f"lwgpu: {where} asks {shorten(name, 63)}, unknown to lwgpu; did you mean {meant}?"
@@ -94,16 +78,30 @@ def typos(spec: KubeObject, policy: Policy) -> tuple[str, ...]:
     return tuple(warnings)
 
 
+def typos(spec: KubeObject, policy: Policy) -> tuple[str, ...]:
+    """A warning for each GPU resource the policy does not read that looks like one it does."""
+    return _typos(_found(spec, policy.gpu_resources), policy)
+
+
+def no_gpu(spec: KubeObject, policy: Policy) -> tuple[str, tuple[str, ...]]:
+    """(why, warnings) for a pod asking neither `nvidia.com/gpu` nor GPU memory: it asks no
+    GPU, or only GPU resources the policy does not read, said by name, typos warned about."""
+    found = list(_found(spec, policy.gpu_resources))
+    if not found:
+        return "asks for no GPU", ()
+    names = list(dict.fromkeys(name for _, name in found))
+    shown = ", ".join(shorten(n, 63) for n in names[:3]) + (" ..." if len(names) > 3 else "")
+    reason = f"asks no GPU resource that policy {policy.name!r} reads (it names {shown})"
+    return reason, _typos(found, policy)
+
+
 def left_over(spec: KubeObject, policy: Policy) -> tuple[str, ...]:
     """A warning for each GPU resource besides `nvidia.com/gpu` that a rewritten pod spec
     still asks: a lightweight node offers none, so the pod would stay Pending."""
-    read = set(_read(policy))
     warnings = []
-    for where, name in _named(spec):
-        if name == GPU_RESOURCE:
-            continue
+    for where, name in _found(spec, (GPU_RESOURCE,)):
         # A companion is removed only where memory was asked: one beside it stays.
-        meant = None if name in read else _meant(name, policy)
+        meant = None if name in policy.gpu_resources else _meant(name, policy)
         kept = f"lwgpu: {where} keeps {shorten(name, 63)}"
         # The fix first: a warning longer than 120 characters is cut.
         text = (

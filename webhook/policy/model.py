@@ -13,7 +13,7 @@ from functools import cached_property
 from types import MappingProxyType
 from typing import Literal, TypeVar
 
-from webhook.api.names import MEMORY_ANNOTATION
+from webhook.api.names import GPU_RESOURCE, MEMORY_ANNOTATION
 
 K = TypeVar("K")
 V = TypeVar("V")
@@ -112,6 +112,12 @@ class Policy:
     allow_skip: bool = True
     # What loaded but is likely not meant (`policy check` prints them), file, document, field.
     warnings: tuple[str, ...] = field(default=(), compare=False)
+
+    # Read for every GPU pod: the webhook's warnings name the GPU resources besides these.
+    @cached_property
+    def gpu_resources(self) -> tuple[str, ...]:
+        """`nvidia.com/gpu` and the resources the policy reads (memory) or removes (companions)."""
+        return (GPU_RESOURCE, *self.memory_resources, *self.companion_resources)
 
     def with_discovered(self, discovered: Iterable[Profile]) -> Policy:
         """This policy plus the discovered classes its static profiles do not already select.
