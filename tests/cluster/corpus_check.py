@@ -12,7 +12,8 @@ so both see the same object), in its own namespace if it names one, else in the 
   review's patch writes is stored exactly as the review printed it (this is where a
   prediction in the wrong spelling, `3000` for a stored `3k`, would show);
 - its pods bind or stay Pending as `placement.expect` says, which `review --nodes` must agree
-  with: it calls an object unschedulable exactly when no node passes its selectors.
+  with: it calls an object unschedulable exactly when no node passes its selectors and offers
+  the extended resources it asks.
 """
 
 from __future__ import annotations
@@ -29,7 +30,15 @@ from typing import Any
 
 import yaml
 
-from tests.cluster.placement import Fleet, api, expect, observe, owned_pods, pod_spec
+from tests.cluster.placement import (
+    Fleet,
+    api,
+    expect,
+    observe,
+    owned_pods,
+    pod_requests,
+    pod_spec,
+)
 from tests.support.cli import run_cli
 from tests.support.cluster import FLEET
 from tests.support.manifests import documents
@@ -325,8 +334,15 @@ def check_file(plane, path: Path, namespace: str, policies: Path) -> list[Outcom
             assert comparable(stored) == comparable(dry), _differ(name, stored, dry)
             wrong = written(prediction, stored, verdict["patch"])
             assert not wrong, f"{name}: (path, predicted, stored): {wrong}"
-            # `review --nodes` says unschedulable exactly when no node passes the selectors.
-            placeable = any(pod_fits_node(template, n.labels) for n in fleet.nodes)
+            # `review --nodes` says unschedulable exactly when no node passes the selectors and
+            # offers every extended resource the pod asks (the fleet has no taints; what other
+            # pods use is not counted: the file is a snapshot of Nodes, not of their pods).
+            asked = {k: v for k, v in pod_requests(template).items() if "/" in k and v > 0}
+            placeable = any(
+                pod_fits_node(template, n.labels)
+                and all(v <= n.allocatable.get(k, 0) for k, v in asked.items())
+                for n in fleet.nodes
+            )
             assert (doc.where in unplaced) == (not placeable), f"{name}: {unplaced}"
             admitted.append((name, where, stored, prediction))
         results += _placed(plane, fleet, admitted)
