@@ -8,6 +8,7 @@ import pytest
 from tests.support.golden import check_golden
 from tests.support.paths import DATA, EXAMPLE_POLICIES, GOLDEN, REPO
 from webhook.cli import main
+from webhook.compile.scope import NEVER_GOVERNED
 from webhook.files import load_policies
 from webhook.policy import PolicyError, PolicySet, load_documents
 from webhook.policy.model import globs_overlap, pattern_rank
@@ -52,6 +53,13 @@ def test_default_policy_content():
     }
     assert policy.annotation == "lwgpu.io/gpu-memory"
     assert load_policies(REPO / "policies/default.yaml").for_namespace("kube-system") is None
+
+
+def test_the_shipped_policy_governs_no_namespace_the_install_never_sends():
+    """The install's namespaceSelector (and the compiled check's) leaves these out: a policy
+    governing them would make `policy explain` and `review -n` describe what never happens."""
+    shipped = load_policies(REPO / "policies/default.yaml")
+    assert [ns for ns in NEVER_GOVERNED if shipped.for_namespace(ns) is not None] == []
 
 
 def test_a_bad_file_in_a_directory_fails_the_whole_load(tmp_path):
