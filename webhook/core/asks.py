@@ -7,12 +7,14 @@ where maps belong and quantities of every spelling must lead to a decision or a
 
 from __future__ import annotations
 
+from decimal import Decimal
 from typing import Any, Literal, NamedTuple
 
 from webhook.api import quantity
 from webhook.api.names import CONTAINER_ANNOTATION, GPU_RESOURCE
 from webhook.api.text import shorten
 from webhook.api.types import KubeObject
+from webhook.fitting import effective
 from webhook.policy import Policy
 
 Section = Literal["initContainers", "containers"]
@@ -273,17 +275,6 @@ def _gpu_count(limits: KubeObject, requests: KubeObject, where: str) -> int:
 
 
 def effective_gpus(asks: list[Ask]) -> int:
-    """GPUs the pod needs, by Kubernetes' effective-request rule for init and sidecar containers.
-
-    Init containers run one at a time, each beside the sidecars started before it;
-    app containers run together beside every sidecar.
-    """
-    init_peak = sidecars = 0
-    for ask in (a for a in asks if a.section == "initContainers"):
-        if ask.sidecar:
-            sidecars += ask.gpus
-            init_peak = max(init_peak, sidecars)
-        else:
-            init_peak = max(init_peak, ask.gpus + sidecars)
-    app = sum(a.gpus for a in asks if a.section == "containers")
-    return max(init_peak, app + sidecars)
+    """GPUs the pod needs, by Kubernetes' effective-request rule for init and sidecar
+    containers (webhook.fitting `effective`, the one copy of the rule)."""
+    return int(effective((a.section == "initContainers", a.sidecar, Decimal(a.gpus)) for a in asks))
