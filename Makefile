@@ -10,10 +10,13 @@ PY := $(VENV)/bin/python
 
 .PHONY: run test test-fast lint typecheck fmt check ci helm chart-files image-test attacks-fast cluster cluster-up
 
-# Under requirements.lock as constraints: the tests run the versions the image installs.
+# Under requirements.lock's versions as constraints: the tests run the versions the image
+# installs. Its hashes are left out here: a hash in a constraints file turns on pip's
+# hash-checking mode for every requirement, and the test pins carry none.
 $(VENV)/.installed: requirements.txt requirements-dev.txt requirements.lock
 	$(PYTHON) -m venv $(VENV)
-	$(PY) -m pip install --quiet --disable-pip-version-check -r requirements.txt -r requirements-dev.txt -c requirements.lock
+	sed -e '/--hash=/d' -e 's/ *\\$$//' requirements.lock > $(VENV)/constraints.txt
+	$(PY) -m pip install --quiet --disable-pip-version-check -r requirements.txt -r requirements-dev.txt -c $(VENV)/constraints.txt
 	touch $@
 
 run: $(VENV)/.installed
