@@ -63,9 +63,11 @@ CUSTOM = EXAMPLE_POLICIES / "mixed-fleet.yaml"
 
 def shipped_sync_objects() -> list[dict]:
     """The webhook's ServiceAccount with the ClusterRoles bound to it, as deploy/base ships
-    them."""
-    docs = yaml.safe_load_all((DEPLOY / "base" / "webhook.yaml").read_text())
-    roles = ("lwgpu-policy-sync", ACCOUNT)  # the sidecar's, and the Nodes the webhook reads
+    them, and the discovery option's read of the Nodes (a discovering policy needs it)."""
+    discovery = DEPLOY / "components" / "discovery" / "discovery.yaml"
+    files = (DEPLOY / "base" / "webhook.yaml", discovery)
+    docs = [d for path in files for d in yaml.safe_load_all(path.read_text())]
+    roles = ("lwgpu-policy-sync", "lwgpu-discovery")
     wanted = {("ServiceAccount", ACCOUNT)} | {
         (kind, role) for role in roles for kind in ("ClusterRole", "ClusterRoleBinding")
     }
