@@ -19,7 +19,7 @@ import math
 import re
 from decimal import Decimal
 
-from .text import as_yaml, shorten
+from .text import UNRENDERED, as_yaml, shorten, template_in
 
 MIB = 1 << 20
 
@@ -57,10 +57,6 @@ class Unrendered(QuantityError):
     """A Helm template where a quantity belongs: the fix is to render it, not to respell it."""
 
 
-# `{{ .Values.gpuMemory }}`: what a chart's template holds before `helm template` renders it.
-_TEMPLATE = re.compile(r"\{\{.*?\}\}")
-
-
 def with_fix(err: QuantityError, fix: str) -> str:
     """The error and how to write the quantity instead; an unrendered template needs only
     rendering, which its message says."""
@@ -83,11 +79,8 @@ def parse(value: object) -> Decimal:
         if len(value) <= 18 and value.isdigit() and value.isascii():
             return Decimal(value)
         match = _GRAMMAR.fullmatch(value) if len(value) <= _MAX_TEXT else None
-        if match is None and _TEMPLATE.search(value):
-            raise Unrendered(
-                f"{shorten(value)!r} looks like an unrendered Helm template: render it first "
-                "(`helm template RELEASE CHART | lwgpu review -`)"
-            )
+        if match is None and template_in(value):
+            raise Unrendered(f"{shorten(value)!r} {UNRENDERED}")
         if match is None:
             raise QuantityError(f"{shorten(value)!r} is not a Kubernetes quantity")
         scaled = _scaled(match)

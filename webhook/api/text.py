@@ -1,11 +1,28 @@
 """Bounded renderings of user input for messages, warnings and log lines."""
 
 import json
+import re
 
 WARNING_LIMIT = 120  # characters of one admission warning; kubectl prints each on one line
 # Characters of the `lwgpu.io/rewritten-from` audit trail, written by the webhook's rewrite and
 # by the compiled MutatingAdmissionPolicy alike.
 AUDIT_LIMIT = 1024
+
+
+# `{{ .Values.gpuMemory }}`: what a chart's template holds before `helm template` renders it.
+_TEMPLATE = re.compile(r"\{\{.*?\}\}")
+
+
+UNRENDERED = (
+    "looks like an unrendered Helm template: render it first"
+    " (`helm template RELEASE CHART | lwgpu review -`)"
+)
+
+
+def template_in(text: str) -> str | None:
+    """The first unrendered Helm template `{{ ... }}` in `text` (None: it holds none)."""
+    found = _TEMPLATE.search(text)
+    return found.group() if found else None
 
 
 def shorten(value: object, limit: int = 40) -> str:

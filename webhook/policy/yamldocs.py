@@ -15,15 +15,14 @@ template (`{{ .Values.x }}` is a YAML flow mapping whose key is another, "unhash
 
 from __future__ import annotations
 
-import re
 from collections.abc import Hashable
 from typing import Any
 
 import yaml
 
-from .yamlscalars import MERGE, json_key, plain_value, typed
+from webhook.api.text import UNRENDERED, template_in
 
-TEMPLATE = re.compile(r"\{\{.*?\}\}")
+from .yamlscalars import MERGE, json_key, plain_value, typed
 
 
 class YamlError(ValueError):
@@ -102,13 +101,8 @@ def _line(err: yaml.YAMLError, text: str) -> str:
 def _hint(problem: str, text: str) -> str:
     if "'\\t'" in problem:
         return "; indent with spaces, not tabs"
-    found = TEMPLATE.search(text)
-    if found:
-        return (
-            f"; {found.group()} looks like an unrendered Helm template: render it first"
-            " (`helm template RELEASE CHART | lwgpu review -`)"
-        )
-    return ""
+    found = template_in(text)
+    return f"; {found} {UNRENDERED}" if found else ""
 
 
 def load_all(text: str, where: str) -> list[Any]:
