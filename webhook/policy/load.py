@@ -126,6 +126,7 @@ def _policy(doc: PolicyDocument, raw: Any) -> Policy | None:
             "leaveAlone",
             "placement",
             "allowSkip",
+            "mode",
         },
     )
     namespaces = doc.mapping(spec.get("namespaces"), "spec.namespaces", {"include", "exclude"})
@@ -160,6 +161,12 @@ def _policy(doc: PolicyDocument, raw: Any) -> Policy | None:
         "spec.allowSkip",
         f"must be true or false, got {as_yaml(allow_skip)}",
     )
+    mode = spec.get("mode", Policy.mode)
+    doc.check(
+        mode in ("enforce", "audit"),
+        "spec.mode",
+        f"must be enforce or audit, got {as_yaml(mode)}",
+    )
     if len(doc.errors) > before:
         return None
     return Policy(
@@ -178,6 +185,7 @@ def _policy(doc: PolicyDocument, raw: Any) -> Policy | None:
         leave_alone=leave_alone,
         placement=placement,
         allow_skip=allow_skip,
+        mode=mode,
         warnings=tuple(doc.warnings),
     )
 

@@ -20,6 +20,9 @@ V = TypeVar("V")
 NoFitAction = Literal["deny", "ignore"]
 WholeGPUAction = Literal["allow", "avoidLightweight"]
 Placement = Literal["exact", "spillOver"]
+# enforce: rewrite and refuse; audit: decide the same, change and refuse nothing, and say
+# what enforce would have done (a gradual rollout).
+Mode = Literal["enforce", "audit"]
 
 # A policy's defaults, here once: the loader fills an absent field from these.
 # Resources that ask GPU memory, and the unit of one: gpushare counts GiB, HAMi MiB.
@@ -110,6 +113,7 @@ class Policy:
     leave_alone: LeaveAlone = field(default_factory=LeaveAlone)
     # false: `lwgpu.io/skip` exempts no pod or workload, where pod authors must not opt out.
     allow_skip: bool = True
+    mode: Mode = "enforce"
     # What loaded but is likely not meant (`policy check` prints them), file, document, field.
     warnings: tuple[str, ...] = field(default=(), compare=False)
 
