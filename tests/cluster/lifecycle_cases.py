@@ -23,7 +23,7 @@ kube-scheduler but never run, so never become Ready):
   `processReplica`, monotonic unless `allowsBurst`): the cases use `Parallel`.
 - A bound pod's deletion waits for its kubelet (pkg/registry/core/pod/strategy.go
   `CheckGracefulDelete`; an unbound pod is deleted at once); the test does the kubelet's last
-  step for it (see test_lifecycle.py `confirm_terminations`).
+  step for it (see workload_state.py `confirm_terminations`).
 - The CronJob controller runs a Job only at a scheduled minute; the cases create the run as
   `kubectl create job --from=cronjob/gpu` does (staging/src/k8s.io/kubectl/pkg/cmd/create/
   create_job.go `createJobFromCronJob`: the CronJob's jobTemplate, owned by the CronJob) and
@@ -44,7 +44,7 @@ KINDS = {  # kind -> (apiVersion, where its pod template sits)
     "Job": ("batch/v1", ("spec", "template")),
     "CronJob": ("batch/v1", ("spec", "jobTemplate", "spec", "template")),
 }
-# The label the second webhook's objectSelector matches (test_lifecycle.py `SecondWebhook`).
+# The label the second webhook's objectSelector matches (second_webhook.py `SecondWebhook`).
 SECOND = {"lwgpu-test/gpumem": "4096"}
 FINALIZER = "example.com/protect"
 NEW_IMAGE = "nvidia/cuda:12.6.0-base-ubuntu22.04"

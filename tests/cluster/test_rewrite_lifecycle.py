@@ -28,7 +28,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from tests.cluster.lifecycle_cases import CASES, NAME, SECOND, Case, Step, manifest
+from tests.cluster.lifecycle_cases import CASES, NAME, SECOND, Case, manifest
 from tests.cluster.rewrite_sides import (
     NEITHER,
     Sides,
@@ -38,6 +38,7 @@ from tests.cluster.rewrite_sides import (
     placeholders,
     sides,
 )
+from tests.cluster.workload_state import run_step
 from tests.support.builders import gpu_mem, pod
 from tests.support.paths import SHIPPED_POLICY
 from tools.cluster.controlplane import ControlPlane
@@ -52,7 +53,7 @@ WAIT_S = 90
 
 
 def caught_up(item: dict) -> bool:
-    """A controller has acted on the object's last change (test_lifecycle.py `settled`)."""
+    """A controller has acted on the object's last change (workload_state.py `settled`)."""
     spec, status = item.get("spec") or {}, item.get("status") or {}
     if item["kind"] not in ("Deployment", "StatefulSet", "ReplicaSet"):
         return True
@@ -118,15 +119,6 @@ def quiet(plane: ControlPlane, found: Sides) -> tuple[dict, dict]:
         return now if time.monotonic() - since >= QUIET_S else None
 
     return wait_for(unchanged, WAIT_S, interval=1, what="the controllers to be done")
-
-
-def run_step(plane: ControlPlane, namespace: str, case: Case, step: Step):
-    """One step in one namespace, with the case's file on stdin when it is an apply."""
-    body = None
-    if step.gib is not None:
-        made = manifest(case.kind, namespace, step.gib, replicas=step.replicas, second=case.second)
-        body = json.dumps(made)
-    return plane.kubectl("-n", namespace, *step.argv(case.kind), input=body, check=False)
 
 
 @pytest.fixture(scope="module")
