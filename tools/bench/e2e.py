@@ -22,7 +22,7 @@ from typing import Any
 import certs
 from webhook.policy import PolicySet
 
-from . import lineup, procs, wrk
+from . import lineup, procs, rounds, wrk
 
 TICKS_PER_S = os.sysconf("SC_CLK_TCK")
 
@@ -72,11 +72,6 @@ def _aggregate(runs: list[dict[str, Any]]) -> dict[str, Any]:
     }
 
 
-def _rotated(names: list[str], repeat: int) -> list[str]:
-    shift = repeat % len(names)
-    return names[shift:] + names[:shift]
-
-
 def _series(
     servers: dict[str, procs.Server],
     body: Path,
@@ -91,7 +86,7 @@ def _series(
     names = list(servers)
     runs: dict[str, list[dict[str, Any]]] = {name: [] for name in names}
     for repeat in range(repeats):
-        for name in _rotated(names, repeat):
+        for name in rounds.rotated(names, repeat):
             if warmup_s:
                 wrk.run(
                     servers[name].url + "/mutate",

@@ -1,0 +1,1 @@
+"""Tests of the benchmarks' pure logic (the benchmarks themselves are run by `make bench`)."""
