@@ -21,8 +21,9 @@ from tests.core.strategies import OBJECTS, POLICIES
 from tests.support.builders import admission_review
 from tests.support.policies import default_policies, default_policy
 from webhook.admission import parse_request, review
+from webhook.api.text import WARNING_LIMIT
 from webhook.api.workload import dig
-from webhook.core.decision import WARNING_LIMIT, decide
+from webhook.core.decision import decide
 from webhook.policy import PolicySet
 
 PROPERTY = settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])

@@ -10,7 +10,7 @@ from __future__ import annotations
 from typing import Any, Literal, NamedTuple
 
 from webhook.api.names import GPU_RESOURCE
-from webhook.api.text import WARNING_LIMIT, shorten
+from webhook.api.text import shorten
 from webhook.api.types import KubeObject, PatchOperation
 from webhook.api.workload import as_map, dig, field_path, group_of, template_path
 from webhook.policy import Policy, Profile
@@ -20,6 +20,7 @@ from .annotations import misplaced, skip
 from .asks import Ask, Refusal, effective_gpus, pod_mentions_gpu, read_asks
 from .edit import Editor
 from .lifecycle import left_alone
+from .mode import refusal_warnings, rewrite_warning
 from .oversize import ignored, left_unchanged, too_big, too_little
 from .placement import (
     best_fit,
@@ -32,7 +33,9 @@ from .resources import left_over, no_gpu, typos
 from .rewrite import keep_off, rewrite
 from .sharing import exclusions, other_system
 
-Outcome = Literal["skipped", "allowed", "mutated", "denied"]
+# `would-mutate` and `would-deny`: what a policy in audit mode (`Policy.mode`) answers where
+# enforce mode would rewrite or refuse. The object is admitted as it came.
+Outcome = Literal["skipped", "allowed", "mutated", "denied", "would-mutate", "would-deny"]
 
 
 class Decision(NamedTuple):
@@ -40,7 +43,9 @@ class Decision(NamedTuple):
 
     `outcome` is `skipped` (out of scope), `allowed` (in scope, nothing to change),
     `mutated` (allowed after rewriting: `obj` is the new object, `reason` says what
-    changed) or `denied` (`reason` is the refusal for the kubectl user).
+    changed) or `denied` (`reason` is the refusal for the kubectl user). Under a policy in
+    audit mode the last two are `would-mutate` and `would-deny`: allowed, `obj` unchanged,
+    no patch, `reason` and `profile` as enforce mode has them, and a warning that says so.
     A named tuple, not a frozen dataclass: as immutable, and four times cheaper to
     build (one per review).
     """
@@ -102,7 +107,20 @@ def decide(
         return Decision("skipped", obj, reason=skipped, warnings=notes)
     notes += misplaced(outer, annotations, policy, str(name), prefix)
     decision = _decide_in_scope(obj, path, spec, template, annotations, policy, prefix)
-    return decision._replace(warnings=notes + decision.warnings) if notes else decision
+    if notes:
+        decision = decision._replace(warnings=notes + decision.warnings)
+    return _audited(obj, decision) if policy.mode == "audit" else decision
+
+
+def _audited(obj: KubeObject, decision: Decision) -> Decision:
+    """Audit mode's answer to what enforce mode decided: the object as it came. The rewrite's
+    warning already says `would rewrite` (`_mutated`); a refusal becomes one."""
+    if decision.outcome == "mutated":
+        return decision._replace(outcome="would-mutate", obj=obj, patch=())
+    if decision.outcome == "denied":
+        refusal = refusal_warnings(decision.reason)
+        return decision._replace(outcome="would-deny", warnings=refusal + decision.warnings)
+    return decision
 
 
 def _decide_in_scope(
@@ -164,13 +182,13 @@ def _decide_gpu_pod(
             f"{prefix}spec.nodeName: the pod is bound to node {shorten(node_name)!r} "
             f"but must be placed on lightweight GPU class {choice.name}; remove spec.nodeName"
         )
-    change = (
-        f"{biggest.source} ({memory}Mi) -> {GPU_RESOURCE}=1 on {choice.name} "
-        f"({choice.selector_text})"
-    )
-    if len(spread) > 1:
-        change += ", spilling over to " + ", ".join(p.name for p in spread[1:])
-    decision = _mutated(edit, path, change, choice.name)
+    target = f"-> {GPU_RESOURCE}=1 on {choice.name}"
+    spill = ", spilling over to " + ", ".join(p.name for p in spread[1:]) if spread[1:] else ""
+    change = f"{biggest.source} ({memory}Mi) {target} ({choice.selector_text}){spill}"
+    # Audit mode's warning leaves the MiB and the selector out: after "would rewrite" they no
+    # longer fit the 120 characters of a warning, and the class's name says where it goes.
+    would = f"rewrite {biggest.source} {target}{spill}"
+    decision = _mutated(edit, path, change, would, policy, choice.name)
     small = tuple(w for a, _ in sized if (w := too_little(a, policy)) is not None)
     return decision._replace(warnings=decision.warnings + small) if small else decision
 
@@ -213,19 +231,26 @@ def _kept_off(
         + "; ".join(f"{e['key']} NotIn {','.join(e['values'])}" for e in expressions)
         + ")"
     )
-    return _mutated(edit, path, change)
+    would = f"keep {GPU_RESOURCE}={gpus} off lightweight GPU classes"
+    return _mutated(edit, path, change, would, policy)
 
 
 def _mutated(
-    edit: Editor, path: tuple[str, ...], change: str, profile: str | None = None
+    edit: Editor,
+    path: tuple[str, ...],
+    change: str,
+    would: str,
+    policy: Policy,
+    profile: str | None = None,
 ) -> Decision:
-    """The rewritten object and its patch; `change` is the reason and, cut short, the warning."""
+    """The rewritten object and its patch; `change` is the reason and the warning, `would`
+    audit mode's warning (`mode.rewrite_warning`)."""
     return Decision(
         "mutated",
         edit.root,
         path,
         reason=change,
-        warnings=(shorten(f"lwgpu: {change}", WARNING_LIMIT),),
+        warnings=(rewrite_warning(policy, change, would),),
         profile=profile,
         patch=tuple(edit.ops),
     )

@@ -52,7 +52,8 @@ LATENCY_BUCKETS = (
 
 REVIEWS = Counter(
     "lwgpu_admission_reviews",
-    "AdmissionReviews answered, by endpoint and decision (allowed, mutated, denied, skipped).",
+    "AdmissionReviews answered, by endpoint and decision (allowed, mutated, denied, skipped; "
+    "would-mutate, would-deny where a policy in audit mode admitted what enforce would not).",
     ["endpoint", "decision"],
 )
 REQUEST_ERRORS = Counter(
