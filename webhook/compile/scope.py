@@ -3,9 +3,10 @@
 The same objects as the webhook (`webhook.core.decision`, `webhook.core.lifecycle`,
 `webhook.core.annotations`): Pods on CREATE and workload pod templates on CREATE and on an
 UPDATE that changes the template (never a Job's, whose template is immutable), in a
-namespace some policy governs, never kube-system or lwgpu-system; not a mirror pod, not a
-workload whose controller is a kind the webhook reviews, not one that `lwgpu.io/skip`
-skips where the governing policy allows it (`allowSkip`, read in `checks.scope_variables`).
+namespace some policy governs in enforce mode (`mode: audit` admits objects as they come),
+never kube-system or lwgpu-system; not a mirror pod, not a workload whose controller is a
+kind the webhook reviews, not one that `lwgpu.io/skip` skips where the governing policy
+allows it (`allowSkip`, read in `checks.scope_variables`).
 The scope is `matchConstraints` and `matchConditions`: a request outside it is not
 evaluated at all, so no validation of it can fail.
 
@@ -124,7 +125,20 @@ def _glob(pattern: str) -> str:
 
 
 def governing(policies: PolicySet) -> str:
-    """The index of the policy that governs `request.namespace`, -1 for none.
+    """The index of the policy that governs `request.namespace`, -1 for none."""
+    return _of_governing(policies, str, "-1")
+
+
+def enforced(policies: PolicySet) -> str:
+    """Whether the policy that governs `request.namespace` is in enforce mode (`mode`). In an
+    audited namespace the webhook admits objects as they come, so the apiserver must neither
+    refuse nor rewrite them either."""
+    modes = [p.mode == "enforce" for p in policies.policies]
+    return _of_governing(policies, lambda index: str(modes[index]).lower(), "false")
+
+
+def _of_governing(policies: PolicySet, value: Callable[[int], str], otherwise: str) -> str:
+    """`value(i)` for the policy i that governs `request.namespace`, `otherwise` for none.
 
     `PolicySet.for_namespace`'s rule: the most specific include of a policy that does not
     exclude the namespace. Loading refuses two equally specific includes that can match one
@@ -140,10 +154,10 @@ def governing(policies: PolicySet) -> str:
         reverse=True,
     )
     cases = [
-        (all_of([_glob(pattern), _not_excluded(policies.policies[index])]), str(index))
+        (all_of([_glob(pattern), _not_excluded(policies.policies[index])]), value(index))
         for _, index, pattern in claims
     ]
-    return choose(cases, "-1")
+    return choose(cases, otherwise)
 
 
 def _not_excluded(policy: Policy) -> str:
@@ -221,7 +235,8 @@ def lifecycle_variables() -> list[Named]:
 
 
 def match_conditions(policies: PolicySet) -> list[Named]:
-    """Namespaces no policy governs, mirror pods, workloads a reviewed workload controls.
+    """Namespaces no policy governs or whose policy only audits, mirror pods, workloads a
+    reviewed workload controls.
 
     Written on `object` and `request` alone: the apiserver compiles match conditions
     without the policy's variables when it validates the policy
@@ -234,8 +249,11 @@ def match_conditions(policies: PolicySet) -> list[Named]:
     ]
     annotations = dig("object", ("metadata", "annotations"), "{}")
     pod = "request.kind.group == '' && request.kind.kind == 'Pod'"
+    audits = any(p.mode == "audit" for p in policies.policies)
+    modes: list[Named] = [{"name": "enforced-namespace", "expression": enforced(policies)}]
     return [
         {"name": "governed-namespace", "expression": any_of(claims)},
+        *(modes if audits else []),
         {
             "name": "not-a-mirror-pod",
             "expression": f"!({pod} && {string(MIRROR_ANNOTATION)} in {annotations})",
