@@ -1,5 +1,6 @@
-"""Nodes and pods as the scheduler matches them: which classes nodes carry, and whether a pod
-may land on a node.
+"""Nodes and pods as the scheduler matches them: which classes nodes carry (by the cloud's
+`aliyun.accelerator/*` labels or GPU Feature Discovery's `nvidia.com/gpu.*`), and whether a
+pod may land on a node.
 
 Pure functions over node labels and pod specs, shared by the decision (`webhook.core` reads
 a pod's required terms), discovery (`webhook.kube.inventory`) and the offline cluster checks
@@ -21,7 +22,18 @@ from collections import defaultdict
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from webhook.api.names import COUNT_LABEL, MEM_LABEL, MEM_VALUE, NAME_LABEL
+from webhook.api.names import (
+    COUNT_LABEL,
+    GFD_COUNT_LABEL,
+    GFD_MEMORY_LABEL,
+    GFD_MEMORY_VALUE,
+    GFD_PRODUCT_LABEL,
+    GFD_REPLICAS_LABEL,
+    GFD_SHARING_LABEL,
+    MEM_LABEL,
+    MEM_VALUE,
+    NAME_LABEL,
+)
 from webhook.api.types import KubeObject
 from webhook.api.workload import as_map
 from webhook.policy import Profile, frozen_map
@@ -32,18 +44,47 @@ _INTEGER = re.compile(r"^[-+]?\d+$")
 # ACK's shared-GPU (cGPU) node pools carry this label: their nodes are ACK's to share, never a
 # lightweight class, whatever policy is loaded (discovery serves every policy at once).
 SHARING_NODE_KEYS = ("ack.node.gpu.schedule",)
+# The labels that say a node's GPU memory, the cloud's before GPU Feature Discovery's: a node
+# carrying both is read (and selected) by the first.
+MEMORY_LABELS = (MEM_LABEL, GFD_MEMORY_LABEL)
+# The labels that name a node's GPU, in the same order.
+NAME_LABELS = (NAME_LABEL, GFD_PRODUCT_LABEL)
+
+
+def memory_mib(labels: Mapping[str, str]) -> int | None:
+    """The node's GPU memory in MiB: `nvidia_mem` ("7611MiB"), else GFD's `gpu.memory`
+    ("7611"); None where neither is written so."""
+    if match := MEM_VALUE.fullmatch(labels.get(MEM_LABEL, "")):
+        return int(match[1])
+    gfd = labels.get(GFD_MEMORY_LABEL, "")
+    return int(gfd) if GFD_MEMORY_VALUE.fullmatch(gfd) else None
+
+
+def shared_by(labels: Mapping[str, str]) -> str | None:
+    """The label by which GPU Feature Discovery says the node's GPU is time-sliced or
+    MPS-shared (`key=value`), None where it is not: every pod asking `nvidia.com/gpu: 1`
+    there gets one of several replicas of one GPU, and its memory is not the pod's alone."""
+    strategy = labels.get(GFD_SHARING_LABEL, "none")
+    if strategy not in ("none", ""):
+        return f"{GFD_SHARING_LABEL}={strategy}"
+    replicas = labels.get(GFD_REPLICAS_LABEL, "")
+    if replicas.isdigit() and int(replicas) > 1:
+        return f"{GFD_REPLICAS_LABEL}={replicas}"
+    return None
 
 
 def looks_lightweight(
     labels: Mapping[str, str], sharing_keys: Iterable[str] = SHARING_NODE_KEYS
 ) -> bool:
-    """A lightweight node by the cloud's labels: its GPU memory labelled, one GPU (a full GPU
-    pool carries nvidia_count > 1; a node labelled by memory only counts as one), and no label
-    key of another GPU-sharing system (`sharing_keys`: a policy's
+    """A lightweight node by its labels, the cloud's or GPU Feature Discovery's: its GPU
+    memory labelled, one GPU (a full GPU pool carries nvidia_count or gpu.count > 1; a node
+    labelled by memory only counts as one), not time-sliced or MPS-shared (`shared_by`), and
+    no label key of another GPU-sharing system (`sharing_keys`: a policy's
     leaveAlone.nodeSelectorKeys)."""
     return (
-        MEM_LABEL in labels
-        and labels.get(COUNT_LABEL, "1") == "1"
+        any(key in labels for key in MEMORY_LABELS)
+        and all(labels.get(key, "1") == "1" for key in (COUNT_LABEL, GFD_COUNT_LABEL))
+        and shared_by(labels) is None
         and not any(key in labels for key in sharing_keys)
     )
 
@@ -52,36 +93,57 @@ def profiles_from_labels(
     labels_by_node: Mapping[str, Mapping[str, str]],
     sharing_keys: Iterable[str] = SHARING_NODE_KEYS,
 ) -> tuple[Profile, ...]:
-    """One Profile per distinct `nvidia_mem` value of the nodes that `looks_lightweight`,
-    ascending memory: a pool of 4-GPU nodes or an ACK cGPU pool never becomes a class.
+    """One Profile per GPU memory (`memory_mib`) of the nodes that `looks_lightweight`,
+    ascending memory: a pool of 4-GPU nodes, an ACK cGPU pool or a time-sliced pool never
+    becomes a class, and a node labelled by both the cloud and GFD is one node of one class.
 
-    The class is named after the nodes' `nvidia_name` when they all agree (and lists it in
-    its node labels, so a pod pinning that name is understood), else after the memory label
-    value ("7611MiB"); its nodeSelector is the exact `nvidia_mem` label value.
-    Nodes whose `nvidia_mem` is not "<integer>MiB" are skipped.
+    Its nodeSelector is the first of `MEMORY_LABELS` every node of that memory carries with
+    one value (nodes that share none are split by the label each carries first). It is named
+    after the first of `NAME_LABELS` its nodes agree on, else after the memory ("7611MiB"),
+    and lists as node labels every GPU label its nodes agree on, so that a pod pinning any of
+    them is understood.
     """
-    names: dict[str, set[str]] = defaultdict(set)
-    memory_mib: dict[str, int] = {}
+    by_memory: dict[int, list[Mapping[str, str]]] = defaultdict(list)
     sharing_keys = tuple(sharing_keys)
     for labels in labels_by_node.values():
-        if not looks_lightweight(labels, sharing_keys):
-            continue
-        mem = labels.get(MEM_LABEL, "")
-        if match := MEM_VALUE.fullmatch(mem):
-            memory_mib[mem] = int(match[1])
-            names[mem].add(labels.get(NAME_LABEL) or mem)
-    found = []
-    for mem, seen in names.items():
-        name = next(iter(seen)) if len(seen) == 1 else mem
-        found.append(
-            Profile(
-                name=name,
-                memory_mib=memory_mib[mem],
-                node_selector=frozen_map({MEM_LABEL: mem}),
-                node_labels=frozen_map({NAME_LABEL: name} if name != mem else {}),
-            )
-        )
+        mib = memory_mib(labels)
+        if mib is not None and looks_lightweight(labels, sharing_keys):
+            by_memory[mib].append(labels)
+    found: list[Profile] = []
+    for mib, nodes in sorted(by_memory.items()):
+        for key, value, own in _selected(nodes):
+            name = next((v for k in NAME_LABELS if (v := _agreed(own, k))), f"{mib}MiB")
+            if any(p.name == name for p in found):  # split nodes of one name: keep names apart
+                name = f"{name}-{value}"
+            agreed = {k: v for k in (*NAME_LABELS, *MEMORY_LABELS) if (v := _agreed(own, k))}
+            agreed.pop(key)
+            found.append(Profile(name, mib, frozen_map({key: value}), node_labels=agreed))
     return tuple(sorted(found, key=lambda p: (p.memory_mib, p.name)))
+
+
+def _agreed(nodes: Iterable[Mapping[str, str]], key: str) -> str | None:
+    """The value of `key` every one of the nodes carries, None where one lacks it or differs."""
+    values = {labels.get(key) for labels in nodes}
+    value = values.pop() if len(values) == 1 else None
+    return value or None
+
+
+def _selected(
+    nodes: list[Mapping[str, str]],
+) -> list[tuple[str, str, list[Mapping[str, str]]]]:
+    """(label key, value, the nodes it selects) for nodes of one GPU memory: one selector
+    where a memory label says it on them all alike, else one per memory label the nodes
+    carry first."""
+    mib = memory_mib(nodes[0])
+    for key in MEMORY_LABELS:
+        value = _agreed(nodes, key)
+        if value is not None and memory_mib({key: value}) == mib:
+            return [(key, value, nodes)]
+    split: dict[tuple[str, str], list[Mapping[str, str]]] = defaultdict(list)
+    for labels in nodes:
+        key = next(k for k in MEMORY_LABELS if memory_mib({k: labels.get(k, "")}) is not None)
+        split[key, labels[key]].append(labels)
+    return [(key, value, own) for (key, value), own in split.items()]
 
 
 def required_terms(spec: KubeObject) -> list[Any]:

@@ -41,6 +41,24 @@ CASES = [
         ],
     ),
     (
+        "gpu.memory-with-a-unit",
+        HEAD + "  profiles: [{name: A, memory: 4Gi, nodeSelector: "
+        "{nvidia.com/gpu.memory: 4096MiB}}, {name: B, memory: 2Gi, nodeSelector: "
+        "{nvidia.com/gpu.memory: 2Gi}}]\n",
+        [
+            f"#0: spec.profiles[{i}].nodeSelector.nvidia.com/gpu.memory: '{v}' is not how nodes "
+            "carry their GPU memory (MiB as an integer, as GPU Feature Discovery writes it), so "
+            f"no node matches it; write {mib}"
+            for i, v, mib in ((0, "4096MiB", 4096), (1, "2Gi", 2048))
+        ],
+    ),
+    (
+        "gpu.memory-as-gfd-writes-it",
+        HEAD + "  profiles: [{name: A, memory: 4Gi, nodeSelector: "
+        "{nvidia.com/gpu.memory: '4096'}}]\n",
+        [],
+    ),
+    (
         "tie-reachable-by-pins-only",
         TIE,
         [

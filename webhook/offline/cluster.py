@@ -4,9 +4,12 @@ FILE is what `kubectl get nodes -o yaml` prints (a `List` of Nodes; single Node 
 work too), read with labels, taints and allocatable (`webhook.fitting.Node`). The findings
 are warnings for an admin before rollout: a class no node carries, a class whose every node
 has a taint the class's tolerations leave untolerated, or offers no `nvidia.com/gpu`, a node
-of a class whose labels contradict its `nodeLabels`, a lightweight-labelled node no class
-selects, `wholeGPUPods: avoidLightweight` where no other GPU node exists, and (for review) a
-pod that no node takes, with the scheduler's reasons (`unschedulable`).
+of a class whose labels contradict its `nodeLabels`, a node of a class that GPU Feature
+Discovery says is time-sliced or MPS-shared, a lightweight-labelled node no class selects
+(and, for a discovering policy, a shared one discovery skips), `wholeGPUPods:
+avoidLightweight` where no other GPU node exists, and (for review) a pod that no node takes,
+with the scheduler's reasons (`unschedulable`). Nodes are read by the cloud's labels or GPU
+Feature Discovery's, alike (`webhook.scheduling`).
 """
 
 from __future__ import annotations
@@ -16,12 +19,24 @@ from collections.abc import Mapping, Sequence
 from dataclasses import replace
 from typing import Any
 
-from webhook.api.names import COUNT_LABEL, GPU_RESOURCE, MEM_LABEL
+from webhook.api.names import (
+    COUNT_LABEL,
+    GFD_COUNT_LABEL,
+    GFD_REPLICAS_LABEL,
+    GFD_SHARING_LABEL,
+    GPU_RESOURCE,
+)
 from webhook.api.types import KubeObject
 from webhook.api.workload import as_map
 from webhook.fitting import Node, missing, read_node, untolerated
 from webhook.policy import Policy, PolicySet, Profile, frozen_map
-from webhook.scheduling import carries, looks_lightweight, pod_fits_node
+from webhook.scheduling import (
+    MEMORY_LABELS,
+    carries,
+    looks_lightweight,
+    pod_fits_node,
+    shared_by,
+)
 
 from .manifests import InputError, Manifest, read_documents
 
@@ -62,11 +77,13 @@ def fleet_node(node: Mapping[str, Any]) -> Node:
 
 def node_labels(node: Mapping[str, Any]) -> dict[str, str]:
     """A Node's labels as the findings read them: a node whose capacity holds GPUs counts as
-    a GPU node even where no label says so."""
+    a GPU node (of unknown count) even where no label says so."""
     metadata = as_map(node.get("metadata"))
     labels = {k: v for k, v in as_map(metadata.get("labels")).items() if isinstance(v, str)}
-    if GPU_RESOURCE in as_map(as_map(node.get("status")).get("capacity")):
-        labels.setdefault(COUNT_LABEL, "?")
+    if GPU_RESOURCE in as_map(as_map(node.get("status")).get("capacity")) and not _is_gpu_node(
+        labels
+    ):
+        labels[COUNT_LABEL] = "?"
     return labels
 
 
@@ -88,7 +105,26 @@ def _held(documents: Sequence[Manifest]) -> str:
 
 
 def _is_gpu_node(labels: Mapping[str, str]) -> bool:
-    return COUNT_LABEL in labels or MEM_LABEL in labels
+    return any(key in labels for key in (COUNT_LABEL, GFD_COUNT_LABEL, *MEMORY_LABELS))
+
+
+def _unshared(labels: Mapping[str, str]) -> dict[str, str]:
+    """The labels without GPU Feature Discovery's word on sharing the GPU."""
+    return {k: v for k, v in labels.items() if k not in (GFD_SHARING_LABEL, GFD_REPLICAS_LABEL)}
+
+
+def _shared(labels: Mapping[str, str]) -> str:
+    """Why a node GPU Feature Discovery labels shared is not lightweight, in a few words."""
+    return (
+        f"is a shared GPU ({shared_by(labels)}: each pod asking {GPU_RESOURCE}: 1 gets "
+        "a replica of it and shares its memory), not lightweight"
+    )
+
+
+def _memory_text(labels: Mapping[str, str]) -> str:
+    """The memory label the node is read by, as written: `nvidia.com/gpu.memory=4096`."""
+    key = next(k for k in MEMORY_LABELS if k in labels)
+    return f"{key}={labels[key]}"
 
 
 def policy_findings(policies: PolicySet, nodes: Nodes) -> list[str]:
@@ -114,12 +150,17 @@ def _policy_findings(policy: Policy, nodes: Nodes) -> list[str]:
     for name, node in sorted(nodes.items()):
         labels = node.labels
         # The rule discovery uses too, with this policy's own leaveAlone keys.
-        if looks_lightweight(labels, theirs) and not any(
-            carries(p, labels) for p in policy.profiles
-        ):
+        if any(carries(p, labels) for p in policy.profiles):
+            continue
+        if looks_lightweight(labels, theirs):
             findings.append(
-                f"{where}: node {name} ({MEM_LABEL}={labels[MEM_LABEL]}, one GPU) looks "
+                f"{where}: node {name} ({_memory_text(labels)}, one GPU) looks "
                 "lightweight, but no class selects it"
+            )
+        elif policy.discover_profiles and looks_lightweight(_unshared(labels), theirs):
+            findings.append(
+                f"{where}: node {name} ({_memory_text(labels)}, one GPU) {_shared(labels)}, "
+                "so discovery makes no class of it"
             )
     others = [
         n
@@ -160,6 +201,15 @@ def _class_findings(profile: Profile, own: Mapping[str, Node]) -> list[str]:
                     f"the class's nodeLabels {key}={value}: a pod pinning the class by "
                     f"{key}={value} cannot land there"
                 )
+    shared = {name: node for name, node in own.items() if shared_by(node.labels)}
+    if shared:
+        first, node = next(iter(shared.items()))
+        more = f" and {len(shared) - 1} more" if len(shared) > 1 else ""
+        found.append(
+            f"class {profile.name}: node {first}{more} {_shared(node.labels)}: the class's "
+            f"pods get a slice of what its memory promises; select only unshared nodes "
+            f"(add to its nodeSelector {GFD_SHARING_LABEL}: none)"
+        )
     known = [node for node in own.values() if node.allocatable is not None]
     if known and not any((node.allocatable or {}).get(GPU_RESOURCE, 0) > 0 for node in known):
         found.append(

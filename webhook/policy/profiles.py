@@ -4,7 +4,8 @@ A class's `nodeSelector` and `tolerations` are copied into every pod the webhook
 so each value is held to Kubernetes' own rules (`webhook.api.validation`): one typo here
 would otherwise make the apiserver refuse every GPU pod. `nodeLabels` names further labels
 every node of the class carries (the cloud sets `aliyun.accelerator/nvidia_name` beside
-`nvidia_mem`), so a pod that pins a class by one of them is understood.
+`nvidia_mem`, GPU Feature Discovery `nvidia.com/gpu.product` beside `nvidia.com/gpu.memory`),
+so a pod that pins a class by one of them is understood.
 """
 
 from __future__ import annotations
@@ -14,7 +15,7 @@ from decimal import Decimal
 from typing import Any
 
 from webhook.api import quantity
-from webhook.api.names import MEM_LABEL, MEM_VALUE
+from webhook.api.names import GFD_MEMORY_LABEL, GFD_MEMORY_VALUE, MEM_LABEL, MEM_VALUE
 from webhook.api.text import shorten
 from webhook.api.validation import (
     is_qualified_name,
@@ -84,28 +85,37 @@ def _labels(doc: PolicyDocument, value: Any, path: str, *, required: bool) -> di
         ok &= doc.check(is_qualified_name(key), f"{path}.{key}", "is not a label key")
         # As label-node writes labels: a GPU's name with '-' for spaces (GRID T4 4Q ->
         # GRID-T4-4Q), its memory without them ("2048 MiB" means the label 2048MiB).
-        message = label_value_error(label, space="" if key == MEM_LABEL else "-")
+        memory = key in (MEM_LABEL, GFD_MEMORY_LABEL)
+        message = label_value_error(label, space="" if memory else "-")
         if message is not None:
             doc.error(f"{path}.{key}", message)
             ok = False
         elif key == MEM_LABEL and not MEM_VALUE.fullmatch(label):
-            doc.warn(f"{path}.{key}", _not_mib_label(label))
+            doc.warn(
+                f"{path}.{key}",
+                _not_memory_label(label, "'<MiB>MiB', as nvidia-smi prints it", "MiB"),
+            )
+        elif key == GFD_MEMORY_LABEL and not GFD_MEMORY_VALUE.fullmatch(label):
+            doc.warn(
+                f"{path}.{key}",
+                _not_memory_label(
+                    label, "MiB as an integer, as GPU Feature Discovery writes it", ""
+                ),
+            )
     return dict(value) if ok else None
 
 
-def _not_mib_label(label: str) -> str:
-    """Why a `nvidia_mem` value matches no node, and the value meant where it can tell."""
+def _not_memory_label(label: str, form: str, unit: str) -> str:
+    """Why a memory label's value matches no node (nodes carry it in `form`: "<MiB>`unit`"),
+    and the value meant where it can tell."""
     text = label.removesuffix("B")
     try:
         mib = int(text) if text.isdigit() else quantity.to_mib(text)
         whole = text.isdigit() or quantity.parse(text) % quantity.MIB == 0
     except quantity.QuantityError:
         mib, whole = 0, False
-    fix = f"; write {mib}MiB" if whole and mib > 0 else ""
-    return (
-        f"{label!r} is not how nodes carry their GPU memory ('<MiB>MiB', as nvidia-smi prints "
-        f"it), so no node matches it{fix}"
-    )
+    fix = f"; write {mib}{unit}" if whole and mib > 0 else ""
+    return f"{label!r} is not how nodes carry their GPU memory ({form}), so no node matches it{fix}"
 
 
 def _tolerations(doc: PolicyDocument, value: Any, path: str) -> list[dict[str, Any]] | None:
