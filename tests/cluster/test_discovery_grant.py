@@ -7,12 +7,15 @@ grant it, and both then find the fleet's classes without a restart.
 The refusal is kube-apiserver's own: RBAC's "cannot list resource" (staging/src/k8s.io/
 apiserver/pkg/endpoints/handlers/responsewriters/errors.go, ForbiddenStatusError) answered to
 the inventory's list (webhook/kube/inventory.py), which logs it with the fix
-(`FORBIDDEN_FIX`) and retries until RBAC allows.
+(`FORBIDDEN_FIX`) and retries until RBAC allows. Meanwhile the inventory's age, which the
+monitoring option's LwgpuDiscoveryStale alert watches, stays above the alert's threshold, and
+falls below it once the grant lets the list through.
 """
 
 from __future__ import annotations
 
 import json
+import re
 
 import yaml
 
@@ -26,6 +29,16 @@ SHIPPED = SHIPPED_POLICY.read_text()
 DISCOVERING = SHIPPED.replace("spec:\n", "spec:\n  discoverProfiles: true\n", 1)
 GRANT = DEPLOY / "components" / "discovery" / "discovery.yaml"
 ACCOUNT = f"system:serviceaccount:{NAMESPACE}:lwgpu-webhook"
+AGE = "lwgpu_discovery_inventory_age_seconds"
+STALE = yaml.safe_load((DEPLOY / "components" / "monitoring" / "prometheusrule.yaml").read_text())
+[STALE_EXPR] = [
+    r["expr"]
+    for g in STALE["spec"]["groups"]
+    for r in g["rules"]
+    if r["alert"] == "LwgpuDiscoveryStale"
+]
+# The alert's expression is `max(AGE) > N`: the threshold it fires above.
+STALE_AFTER_S = float(re.fullmatch(rf"max\({AGE}\) > (\d+)", STALE_EXPR.strip()).group(1))
 REFUSED = f'User "{ACCOUNT}" cannot list resource "nodes" in API group "" at the cluster scope'
 
 
@@ -69,6 +82,8 @@ def test_a_discovering_policy_without_the_grant_names_it_and_the_grant_fixes_it(
             )
             said = lines(container, REFUSED)[0]
             assert "[ERROR]" in said and FORBIDDEN_FIX in said, said
+        ages = [lwgpu.metric(pod, AGE) for pod in lwgpu.webhook]
+        assert all(age > STALE_AFTER_S for age in ages), ages  # +Inf: never listed
 
         plane.kubectl("apply", "--server-side", "-f", str(GRANT))
         wait_for(lambda: can_list_nodes(plane) == "yes", timeout=60, what="the grant")
@@ -79,6 +94,8 @@ def test_a_discovering_policy_without_the_grant_names_it_and_the_grant_fixes_it(
                 timeout=90,
                 what=f"{pod}/{container.name} to list the Nodes once granted",
             )
+        ages = [lwgpu.metric(pod, AGE) for pod in lwgpu.webhook]
+        assert all(age < STALE_AFTER_S for age in ages), ages
     finally:
         plane.kubectl("delete", "--ignore-not-found", "-f", str(GRANT))
         lwgpu.set_policies({"default.yaml": SHIPPED})

@@ -25,15 +25,12 @@ import contextlib
 import json
 import os
 import re
-import ssl
 import subprocess
-import urllib.request
 from collections import Counter
 from collections.abc import Iterator
 from dataclasses import dataclass
 
 import pytest
-from prometheus_client.parser import text_string_to_metric_families
 
 from tests.cluster.lifecycle_cases import (
     CASES,
@@ -59,7 +56,7 @@ from tests.cluster.workload_state import (
 from tests.support.builders import gpu_mem, pod
 from tests.support.cluster import Namespace
 from tools.cluster.controlplane import ControlPlane
-from tools.cluster.install import WEBHOOK_PORT, Installation
+from tools.cluster.install import Installation
 from tools.waiting import wait_for
 
 MEM, GPU, PROFILE = "aliyun.accelerator/nvidia_mem", "nvidia.com/gpu", "lwgpu.io/profile"
@@ -207,19 +204,13 @@ def remove(namespace: Namespace) -> None:
 def reviews(installation: Installation) -> Counter:
     """lwgpu's reviews by (endpoint, decision), and its HTTP errors as (endpoint, "error"),
     summed over the webhook pods' /metrics."""
-    context = ssl.create_default_context(cafile=str(installation.tls_ca))
-    context.check_hostname = False
     total: Counter = Counter()
     for running in installation.webhook:
-        url = f"https://{running.address}:{WEBHOOK_PORT}/metrics"
-        with urllib.request.urlopen(url, context=context, timeout=5) as answer:
-            text = answer.read().decode()
-        for family in text_string_to_metric_families(text):
-            for sample in family.samples:
-                if sample.name == "lwgpu_admission_reviews_total":
-                    total[sample.labels["endpoint"], sample.labels["decision"]] += sample.value
-                elif sample.name == "lwgpu_admission_request_errors_total":
-                    total[sample.labels["endpoint"], "error"] += sample.value
+        for sample in installation.samples(running):
+            if sample.name == "lwgpu_admission_reviews_total":
+                total[sample.labels["endpoint"], sample.labels["decision"]] += sample.value
+            elif sample.name == "lwgpu_admission_request_errors_total":
+                total[sample.labels["endpoint"], "error"] += sample.value
     return total
 
 

@@ -50,7 +50,7 @@ QUERIES = {
 
 def test_every_asset_queries_something() -> None:
     """Each alert and panel expression names at least one lwgpu_ metric, except the `up` probe."""
-    assert len(rule_expressions()) == 5
+    assert len(rule_expressions()) == 6
     assert dashboard_expressions()
     blind = [k for k, e in QUERIES.items() if not METRIC.search(e) and "up{" not in e]
     assert blind == []

@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from prometheus_client.parser import text_string_to_metric_families
+from prometheus_client.samples import Sample
 
 from tools.cluster import processes
 from tools.cluster.controlplane import ControlPlane, ControlPlaneError
@@ -64,10 +65,9 @@ class Installation:
         current = core.read_namespaced_config_map(POLICIES, NAMESPACE)
         if (current.data or {}) == files:
             return
-        before = {pod.name: self._metric(pod, "lwgpu_policy_generation") for pod in self.webhook}
+        before = {pod.name: self.metric(pod, "lwgpu_policy_generation") for pod in self.webhook}
         failed = {
-            pod.name: self._metric(pod, "lwgpu_policy_reload_failures_total")
-            for pod in self.webhook
+            pod.name: self.metric(pod, "lwgpu_policy_reload_failures_total") for pod in self.webhook
         }
         current.data = files
         core.replace_namespaced_config_map(POLICIES, NAMESPACE, current)
@@ -75,8 +75,8 @@ class Installation:
             self.kubelet.sync_volumes(pod.name)
         deadline = time.monotonic() + WAIT_S
         for pod in self.webhook:
-            while self._metric(pod, "lwgpu_policy_generation") <= before[pod.name]:
-                if self._metric(pod, "lwgpu_policy_reload_failures_total") > failed[pod.name]:
+            while self.metric(pod, "lwgpu_policy_generation") <= before[pod.name]:
+                if self.metric(pod, "lwgpu_policy_reload_failures_total") > failed[pod.name]:
                     raise ControlPlaneError(
                         f"{pod.name} refused the policy:\n{processes.tail(pod.log)}"
                     )
@@ -84,17 +84,18 @@ class Installation:
                     raise ControlPlaneError(f"{pod.name} did not reload the policy")
                 time.sleep(0.1)
 
-    def _metric(self, pod: RunningPod, name: str) -> float:
+    def samples(self, pod: RunningPod) -> list[Sample]:
+        """Every sample of a webhook pod's /metrics, read by its address over TLS."""
         context = ssl.create_default_context(cafile=str(self.tls_ca))
-        context.check_hostname = False
+        context.check_hostname = False  # reached by address; the certificate names DNS
         url = f"https://{pod.address}:{WEBHOOK_PORT}/metrics"
-        with urllib.request.urlopen(url, context=context, timeout=5) as answer:
+        with urllib.request.urlopen(url, context=context, timeout=10) as answer:
             text = answer.read().decode()
-        for family in text_string_to_metric_families(text):
-            for sample in family.samples:
-                if sample.name == name:
-                    return float(sample.value)
-        return 0.0
+        return [s for family in text_string_to_metric_families(text) for s in family.samples]
+
+    def metric(self, pod: RunningPod, name: str) -> float:
+        """The value of the unlabelled sample `name` of a webhook pod (0 when absent)."""
+        return next((s.value for s in self.samples(pod) if s.name == name), 0.0)
 
     def stop_webhook(self) -> None:
         """Stop every webhook process (the pods stay Ready, as right after a crash)."""
