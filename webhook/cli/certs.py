@@ -23,6 +23,7 @@ from certs.rotation import not_after_text
 from certs.store import load_dir
 
 from .conventions import EXIT_FOUND, EXIT_OK, UsageError, run
+from .options import add_kubeconfig
 
 if TYPE_CHECKING:
     # Types only: the kubernetes client takes about a second to import (see `_install`).
@@ -183,10 +184,7 @@ def _add_cluster_flags(parser: argparse.ArgumentParser) -> None:
         default="lwgpu-ca",
         help="Opaque Secret (in --namespace) with the CA: ca.crt and ca.key (default lwgpu-ca)",
     )
-    parser.add_argument(
-        "--kubeconfig", help="kubeconfig file when not running in a cluster (default: $KUBECONFIG)"
-    )
-    parser.add_argument("--context", help="kubeconfig context (default: the current one)")
+    add_kubeconfig(parser)
 
 
 def configure(parser: argparse.ArgumentParser) -> None:

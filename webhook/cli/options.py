@@ -1,6 +1,6 @@
 """The options several commands share, each defined once with one help text, and the reading
-of what they name: `--policies` (review, policy explain, serve) and `--nodes` (review,
-policy check).
+of what they name: `--policies` (review, policy explain, serve), `--nodes` (review,
+policy check) and `--kubeconfig`/`--context` (review --cluster, certs install and rotate).
 """
 
 from __future__ import annotations
@@ -34,6 +34,18 @@ def policies_from(args: argparse.Namespace) -> PolicySet:
         return load_policies(args.policies)
     except PolicyError as err:
         raise UsageError(f"cannot load policies:\n{err}") from None
+
+
+def add_kubeconfig(parser: argparse.ArgumentParser | argparse._ArgumentGroup) -> None:
+    """`--kubeconfig FILE` and `--context NAME`, as kubectl has them (webhook/kube/client.py:
+    in a pod its ServiceAccount is used unless one of them is given)."""
+    parser.add_argument(
+        "--kubeconfig",
+        metavar="FILE",
+        help="kubeconfig file (default: in a pod, its ServiceAccount; else $KUBECONFIG, "
+        "~/.kube/config)",
+    )
+    parser.add_argument("--context", help="kubeconfig context (default: the current one)")
 
 
 def add_nodes(parser: argparse.ArgumentParser, does: str) -> None:

@@ -25,7 +25,7 @@ from webhook.offline.review import Verdict, left_out, review_document, unplaced
 from webhook.policy import PolicySet
 
 from .conventions import EXIT_FOUND, EXIT_OK, EXIT_USAGE, UsageError, say_error
-from .options import add_nodes, add_policies, nodes_from, policies_from
+from .options import add_kubeconfig, add_nodes, add_policies, nodes_from, policies_from
 
 # Where `--cluster` found the nodes, in messages.
 CLUSTER_NODES = "the cluster"
@@ -93,12 +93,7 @@ def configure(parser: argparse.ArgumentParser) -> None:
         "standalone Pods) as the webhook would decide them when their pod template is next "
         "written, and check the policies against the cluster's Nodes as --nodes does",
     )
-    live.add_argument(
-        "--kubeconfig",
-        metavar="FILE",
-        help="kubeconfig file (default: $KUBECONFIG, ~/.kube/config)",
-    )
-    live.add_argument("--context", help="kubeconfig context (default: the current one)")
+    add_kubeconfig(live)
     live.add_argument("--all-namespaces", "-A", action="store_true", help="review every namespace")
     live.add_argument(
         "--chunk-size",
