@@ -1,5 +1,5 @@
-"""Profile discovery: Nodes' GPU labels, listed and watched on the real kube-apiserver of the
-session (tests/support/cluster.py), become classes.
+"""Profile discovery: Nodes' GPU labels, the cloud's and GPU Feature Discovery's, listed and
+watched on the real kube-apiserver of the session (tests/support/cluster.py), become classes.
 
 The fleet's Nodes are there from the start (tests/data/nodes/mixed-fleet.yaml); each test adds
 Nodes of its own, with GPU memory values no other test uses, and deletes them at its end.
@@ -17,15 +17,18 @@ import pytest
 from kubernetes import client
 
 from tests.support.builders import MEM, NAME
+from tests.support.paths import DATA
 from tools.loopback.server import free_port
 from tools.waiting import wait_for
 from webhook.core.placement import best_fit
 from webhook.kube.client import api_client
 from webhook.kube.inventory import FORBIDDEN_FIX, NodeInventory
+from webhook.offline.cluster import read_nodes
 from webhook.policy import Profile
 from webhook.scheduling import profiles_from_labels
 
 LOG = "webhook.kube.inventory"
+GFD_MEM, PRODUCT = "nvidia.com/gpu.memory", "nvidia.com/gpu.product"
 # The Node grant, an option of the install (the base has none).
 DISCOVERY = "../components/discovery/discovery.yaml"
 
@@ -78,7 +81,11 @@ def test_profiles_from_labels(labels, expected):
 
 def cluster_profiles(plane):
     """The classes of every GPU-labelled Node the admin lists now."""
-    nodes = client.CoreV1Api(plane.api()).list_node(label_selector=MEM).items
+    nodes = [
+        node
+        for key in (MEM, GFD_MEM)
+        for node in client.CoreV1Api(plane.api()).list_node(label_selector=key).items
+    ]
     return profiles_from_labels({n.metadata.name: n.metadata.labels for n in nodes})
 
 
@@ -115,7 +122,35 @@ def test_the_first_list_sees_the_fleet_and_new_nodes(
     assert P4_2Q in summary(inventory.profiles()) and TESLA_P4 in summary(inventory.profiles())
     assert dict(best_fit(inventory.profiles(), 5 * 1024).node_selector) == {MEM: "7611MiB"}
     assert 0 <= inventory.age_seconds() < 60
-    assert [r.query["labelSelector"] for r in kube_requests.lists()] == [[MEM]]
+    # one list per memory label: a label selector cannot ask for one key or the other
+    assert sorted(r.query["labelSelector"] for r in kube_requests.lists()) == [[MEM], [GFD_MEM]]
+
+
+def test_gpu_feature_discovery_nodes_become_classes(own_nodes, start):
+    """Nodes GFD labels (tests/data/nodes/gfd-vgpu-fleet.yaml's, with no cloud label) become
+    the classes of their vGPUs, the time-sliced T4 and the 4-GPU node none; a node the cloud
+    labels too is one node: it joins the GFD class of its memory, whose label it carries."""
+    fleet = read_nodes(str(DATA / "nodes" / "gfd-vgpu-fleet.yaml"))
+    for name, node in fleet.items():
+        # The fleet's memory values shifted by 7 MiB, so no other test's node shares them.
+        labels = dict(node.labels)
+        if GFD_MEM in labels:
+            labels[GFD_MEM] = str(int(labels[GFD_MEM]) + 7)
+        own_nodes.create(name, labels)
+    inventory = start()
+    gfd = [s for s in summary(inventory.profiles()) if GFD_MEM in s[2]]
+    assert gfd == [
+        (f"GRID-T4-{g}Q", g * 1024 + 7, {GFD_MEM: str(g * 1024 + 7)}, {PRODUCT: f"GRID-T4-{g}Q"})
+        for g in (2, 4, 8)
+    ]
+    both = {**fleet["vgpu-t4-4q-1"].labels, GFD_MEM: "4103", MEM: "4103MiB", NAME: "GRID-T4-4Q"}
+    own_nodes.create("both", both)
+    four = ("GRID-T4-4Q", 4103, {GFD_MEM: "4103"}, {PRODUCT: "GRID-T4-4Q"})
+    assert wait_for(
+        lambda: summary(inventory.profiles()) == summary(cluster_profiles(own_nodes.plane))
+    )
+    assert four in summary(inventory.profiles())
+    assert not [s for s in summary(inventory.profiles()) if s[1] == 4103 and s != four]
 
 
 def test_a_class_disappears_with_its_last_node(own_nodes, start):
@@ -195,7 +230,7 @@ def test_etcd_compaction_does_not_expire_a_watch_the_watch_cache_serves(
         )
         own_nodes.create("after", gpu("3840MiB", "Test-3_75G"))
         assert wait_for(lambda: len(only(inventory.profiles(), "3584MiB", "3840MiB")) == 2)
-    assert len(kube_requests.lists()) == 1
+    assert len(kube_requests.lists()) == 2  # one per memory label, never again
     assert "watch expired" not in caplog.text
 
 
@@ -225,8 +260,10 @@ def test_forbidden_is_an_error_naming_the_permission_until_rbac_allows(
         assert inventory.wait_synced(60)
         wait_for(lambda: any(r.levelno == logging.INFO for r in caplog.records), timeout=60)
     records = [r for r in caplog.records if r.name == LOG]
-    delays = retry_delays(records)
-    assert delays == [f"{min(0.05 * 2**i, 0.2):.2f}s" for i in range(len(delays))]
+    for thread in {r.threadName for r in records if "retrying in" in r.getMessage()}:
+        # each memory label's thread backs off on its own
+        delays = retry_delays(r for r in records if r.threadName == thread)
+        assert delays == [f"{min(0.05 * 2**i, 0.2):.2f}s" for i in range(len(delays))]
     levels = [r.levelname for r in records]
     assert levels[0] == "ERROR" and levels[-1] == "INFO"
     assert set(levels[1:-1]) == {"ERROR", "DEBUG"}

@@ -1,7 +1,11 @@
-"""Discover which lightweight GPU classes exist from the Nodes' `aliyun.accelerator/*` labels.
+"""Discover which lightweight GPU classes exist from the Nodes' GPU memory labels: the cloud's
+`aliyun.accelerator/nvidia_mem` and GPU Feature Discovery's `nvidia.com/gpu.memory`.
 
-`NodeInventory` lists and then watches Nodes in a background daemon thread and keeps the
-classes as a snapshot of `Profile`s. Reviews only ever read that snapshot: the watch never
+`NodeInventory` lists and then watches the Nodes that carry each label in a background daemon
+thread of its own (a label selector cannot ask for one key or the other, and a list of every
+Node would carry the CPU nodes' status too), and keeps the classes of the nodes of both
+together as a snapshot of `Profile`s: a node carrying both labels is in both lists, one node
+(`webhook.scheduling.profiles_from_labels`). Reviews only ever read that snapshot: the watch never
 runs in the request path, and an unreachable API server leaves the last snapshot in place
 (its age is what `/metrics` shows). Failures are retried with backoff and logged once when
 they start (address and cause in a few words) and once when the API server answers again.
@@ -22,9 +26,8 @@ from kubernetes import client, watch
 from kubernetes.client.exceptions import ApiException
 from urllib3 import exceptions as urllib3_exceptions
 
-from webhook.api.names import MEM_LABEL
 from webhook.policy import Profile
-from webhook.scheduling import profiles_from_labels
+from webhook.scheduling import MEMORY_LABELS, profiles_from_labels
 
 LOG = logging.getLogger(__name__)
 URLLIB3_LOG = logging.getLogger("urllib3.connectionpool")
@@ -43,7 +46,8 @@ class NodeInventory:
     """The lightweight GPU classes present in the cluster, kept fresh by list+watch.
 
     `core` is a CoreV1Api; the caller builds it (in-cluster or kubeconfig) and only GET, LIST
-    and WATCH on nodes are used. `backoff` is (first, max) seconds between failed attempts;
+    and WATCH on nodes are used, one list+watch per label of `MEMORY_LABELS`, each in its own
+    thread. `backoff` is (first, max) seconds between failed attempts;
     `watch_timeout_s` bounds one watch request, after which it resumes from its resourceVersion;
     `remind_s` is how often a lasting 403 is logged again.
     """
@@ -58,104 +62,126 @@ class NodeInventory:
         self._core, self._backoff, self._watch_timeout_s = core, backoff, watch_timeout_s
         self._remind_s = remind_s
         self._profiles: tuple[Profile, ...] = ()
-        self._labels: dict[str, dict[str, str]] = {}
-        self._synced_at: float | None = None
+        # Per label selector: each listed Node's labels, and when the apiserver last answered
+        # (monotonic). Written by the selector's thread under the lock, merged under it; the
+        # failure being reported (`_failing`) is the threads' together, under it too.
+        self._labels: dict[str, dict[str, dict[str, str]]] = {s: {} for s in MEMORY_LABELS}
+        self._synced_at: dict[str, float] = {}
+        # Reentrant: `_publish` reports the API server answering again, under it already.
+        self._lock = threading.RLock()
         self._stop = threading.Event()
         self._synced = threading.Event()
         self._failing: str | None = None  # the cause last logged, while requests fail
         self._logged_at = 0.0  # and when (monotonic)
-        self._watch: watch.Watch | None = None
-        self._thread = threading.Thread(target=self._run, name="node-inventory", daemon=True)
+        self._watches: dict[str, watch.Watch] = {}
+        self._threads = [
+            threading.Thread(
+                target=self._run, args=(key,), name=f"node-inventory {key}", daemon=True
+            )
+            for key in MEMORY_LABELS
+        ]
 
     def start(self) -> NodeInventory:
-        """Start the background list+watch; returns self."""
-        self._thread.start()
+        """Start the background list+watches; returns self."""
+        for thread in self._threads:
+            thread.start()
         return self
 
     def stop(self, timeout: float = 5.0) -> None:
-        """Stop the background thread, cutting an open watch, and wait up to `timeout` s."""
+        """Stop the background threads, cutting open watches, and wait up to `timeout` s."""
         self._stop.set()
         deadline = time.monotonic() + timeout
         # Watch.stop() can only cut a connection once its request is under way: repeat it
-        while self._thread.is_alive() and time.monotonic() < deadline:
-            current = self._watch
-            if current is not None:
+        while self.running() and time.monotonic() < deadline:
+            for current in list(self._watches.values()):
                 current.stop()  # type: ignore[no-untyped-call]  # kubernetes.watch is unannotated
-            self._thread.join(0.05)
+            for thread in self._threads:
+                thread.join(0.05 / len(self._threads))
 
     def running(self) -> bool:
-        """True while the background list+watch thread is alive."""
-        return self._thread.is_alive()
+        """True while a background list+watch thread is alive."""
+        return any(thread.is_alive() for thread in self._threads)
 
     def profiles(self) -> tuple[Profile, ...]:
         """The last snapshot of discovered classes; never blocks, never calls the API."""
         return self._profiles
 
     def age_seconds(self) -> float:
-        """Seconds since it last heard from the API server (inf before the first list)."""
+        """Seconds since it last heard from the API server on every label (inf before the
+        first lists)."""
         synced = self._synced_at
-        return math.inf if synced is None else time.monotonic() - synced
+        if len(synced) < len(MEMORY_LABELS):
+            return math.inf
+        return time.monotonic() - min(synced.values())
 
     def wait_synced(self, timeout: float) -> bool:
-        """Wait until the first list has been applied; True if it was within `timeout` s."""
+        """Wait until the first list of every label has been applied; True if it was within
+        `timeout` s."""
         return self._synced.wait(timeout)
 
-    def _publish(self) -> None:
+    def _publish(self, key: str) -> None:
+        """The classes of every listed node, after `key`'s thread changed its own (the lock is
+        held)."""
         self._answered()
-        self._profiles = profiles_from_labels(self._labels)
-        self._synced_at = time.monotonic()
-        self._synced.set()
+        merged = {name: labels for nodes in self._labels.values() for name, labels in nodes.items()}
+        self._profiles = profiles_from_labels(merged)
+        self._synced_at[key] = time.monotonic()
+        if len(self._synced_at) == len(MEMORY_LABELS):
+            self._synced.set()
 
-    def _list(self) -> str | None:
-        nodes = self._core.list_node(label_selector=MEM_LABEL, _request_timeout=30)
+    def _list(self, key: str) -> str | None:
+        nodes = self._core.list_node(label_selector=key, _request_timeout=30)
         # The apiserver names every Node; the model only types the fields as optional.
-        self._labels = {
+        listed = {
             n.metadata.name: dict(n.metadata.labels or {})
             for n in nodes.items
             if n.metadata is not None and n.metadata.name is not None
         }
-        self._publish()
+        with self._lock:
+            self._labels[key] = listed
+            self._publish(key)
         # Always set by the apiserver; None would start the watch at the current state.
         return nodes.metadata.resource_version if nodes.metadata else None
 
-    def _watch_from(self, version: str | None) -> str | None:
+    def _watch_from(self, key: str, version: str | None) -> str | None:
         """Apply watch events until the watch ends; returns the last resourceVersion seen."""
-        self._watch = watch.Watch()  # type: ignore[no-untyped-call]  # unannotated, as above
+        following = self._watches[key] = watch.Watch()  # type: ignore[no-untyped-call]  # as above
         # the read timeout outlasts the server-side timeout, so only a dead connection trips it
-        for event in self._watch.stream(  # type: ignore[no-untyped-call]  # unannotated
+        for event in following.stream(  # type: ignore[no-untyped-call]  # unannotated
             self._core.list_node,
-            label_selector=MEM_LABEL,
+            label_selector=key,
             resource_version=version,
             timeout_seconds=self._watch_timeout_s,
             _request_timeout=(10, self._watch_timeout_s + 30),
         ):
             meta = event["raw_object"]["metadata"]
             version = meta.get("resourceVersion", version)
-            if event["type"] == "DELETED":
-                self._labels.pop(meta["name"], None)
-            elif event["type"] in ("ADDED", "MODIFIED"):
-                self._labels[meta["name"]] = dict(meta.get("labels") or {})
-            self._publish()
+            with self._lock:
+                if event["type"] == "DELETED":
+                    self._labels[key].pop(meta["name"], None)
+                elif event["type"] in ("ADDED", "MODIFIED"):
+                    self._labels[key][meta["name"]] = dict(meta.get("labels") or {})
+                self._publish(key)
         if not self._stop.is_set():
-            self._synced_at = time.monotonic()  # a watch that ran its full term was healthy
+            self._synced_at[key] = time.monotonic()  # a watch that ran its full term was healthy
             self._answered()
         return version
 
-    def _run(self) -> None:
+    def _run(self, key: str) -> None:
         # urllib3 retries each failed request three times and warns each time: this loop backs
         # off and reports on its own, so those warnings are dropped for this thread only.
         retries = _QuietRetries(threading.get_ident())
         URLLIB3_LOG.addFilter(retries)
         try:
-            self._loop()
+            self._loop(key)
         finally:
             URLLIB3_LOG.removeFilter(retries)
 
-    def _loop(self) -> None:
+    def _loop(self, key: str) -> None:
         version, delay = None, self._backoff[0]
         while not self._stop.is_set():
             try:
-                version = self._watch_from(version or self._list())
+                version = self._watch_from(key, version or self._list(key))
                 delay = self._backoff[0]
                 continue
             except ApiException as err:
@@ -181,22 +207,26 @@ class NodeInventory:
 
     def _failed(self, cause: str, delay: float, forbidden: bool) -> None:
         # One warning when the failure starts or its cause changes; the retries in between
-        # are debug lines, so an API server that is away for hours costs one log line. A
-        # refusal is the install's to fix, not the network's: an error, repeated now and then
-        # so that it is still in the log when someone looks for why nothing was discovered.
-        now = time.monotonic()
-        if cause == self._failing and not (forbidden and now - self._logged_at >= self._remind_s):
-            LOG.debug("node inventory: still %s; retrying in %.2fs", cause, delay)
-            return
-        self._failing, self._logged_at = cause, now
-        kept = "keeping the last snapshot" if self._synced.is_set() else "no nodes listed yet"
-        level = logging.ERROR if forbidden else logging.WARNING
-        LOG.log(level, "node inventory: %s; %s, retrying in %.2fs", cause, kept, delay)
+        # (of every thread) are debug lines, so an API server that is away for hours costs one
+        # log line. A refusal is the install's to fix, not the network's: an error, repeated
+        # now and then so that it is still in the log when someone looks for why nothing was
+        # discovered.
+        with self._lock:
+            now = time.monotonic()
+            reminded = forbidden and now - self._logged_at >= self._remind_s
+            if cause == self._failing and not reminded:
+                LOG.debug("node inventory: still %s; retrying in %.2fs", cause, delay)
+                return
+            self._failing, self._logged_at = cause, now
+            kept = "keeping the last snapshot" if self._synced.is_set() else "no nodes listed yet"
+            level = logging.ERROR if forbidden else logging.WARNING
+            LOG.log(level, "node inventory: %s; %s, retrying in %.2fs", cause, kept, delay)
 
     def _answered(self) -> None:
-        if self._failing is not None:
-            self._failing = None
-            LOG.info("node inventory: the API server %s answers again", self._host())
+        with self._lock:
+            if self._failing is not None:
+                self._failing = None
+                LOG.info("node inventory: the API server %s answers again", self._host())
 
 
 class _QuietRetries(logging.Filter):
