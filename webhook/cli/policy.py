@@ -101,7 +101,8 @@ def run_check(args: argparse.Namespace) -> int:
     for policy in policies.policies:
         classes = ", ".join(f"{p.name}={p.memory_mib}Mi" for p in policy.profiles)
         placement = "; placement: spillOver" if policy.placement == "spillOver" else ""
-        print(f"ok: {policy.source}: policy {policy.name!r}: {classes}{placement}")
+        mode = "; mode: audit" if policy.mode == "audit" else ""
+        print(f"ok: {policy.source}: policy {policy.name!r}: {classes}{placement}{mode}")
     for policy in policies.policies:
         for warning in policy.warnings:
             print(f"warning: {warning}")

@@ -29,6 +29,13 @@ def _size(unit: int) -> str:
 def _behaviour(policy: Policy) -> list[str]:
     resources = ", ".join(f"{r} (units of {_size(u)})" for r, u in policy.memory_resources.items())
     lines = [
+        "mode: "
+        + (
+            "audit: decides as below, but admits every object as it came, warning what "
+            "enforce mode would do (would-mutate, would-deny)"
+            if policy.mode == "audit"
+            else "enforce: rewrites and refuses as below"
+        ),
         "classes, smallest first (ties in the order listed): "
         + ", ".join(f"{p.name} {p.memory_mib}Mi [{p.selector_text}]" for p in policy.profiles),
         f"memory asks read from: {resources or 'no resource'}"
