@@ -18,8 +18,18 @@ and go: it starts, marks ready and stops the webhook's own pods; no other pod st
   deleted with grace 0 and its UID as precondition, as the status manager does once the
   phase is terminal (pkg/kubelet/status/status_manager.go, `syncPod`, `canBeDeleted`).
 
+- a running pod's Secret and ConfigMap volumes are projected again once their source
+  changed (its `resourceVersion` moved), by kubelet's own `AtomicWriter` (`Kubelet.
+  sync_volumes`: the `..data` symlink swap of pkg/volume/util/atomic_writer.go,
+  `AtomicWriter.Write`), as kubelet's periodic pod sync remounts them (pkg/volume/secret/
+  secret.go, `SetUpAt`; `RequiresRemount` is true for Secret and ConfigMap volumes). A
+  source that is missing or unreadable leaves the volume as it was, as kubelet's failed
+  `SetUpAt` does, and is tried again the next round (`remount_failures` counts those).
+
 What it does not do: run any other pod, restart a container that exits, run liveness
-probes, or probe readiness after a pod is Ready (kubelet learns that a stopping server is
+probes, wait kubelet's sync period (1 min, `--sync-frequency`) and its Secret cache before
+a remount (here the next round, 0.2 s, projects a change), or probe readiness after a pod
+is Ready (kubelet learns that a stopping server is
 not ready from its next failed probe; here the status says so at SIGTERM, which changes
 only the endpoint's `serving` condition: `ready` is false from the deletion on, endpointslice
 utils.go `podToEndpoint`). Of the `preStop` handlers it runs the `sleep` action only, the one
@@ -39,6 +49,7 @@ from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 
 from tools.cluster import processes
+from tools.cluster.controlplane import ControlPlaneError
 from tools.cluster.install import NAMESPACE, WEBHOOK_LABEL, WEBHOOK_PORT, Installation
 from tools.cluster.kubelet import RunningContainer, RunningPod
 
@@ -64,6 +75,11 @@ class PodLifecycle:
         # The exit codes of each stopped pod's containers (a signal N counts 128 + N).
         self.exits: dict[str, list[int]] = {}
         self.errors: list[str] = []
+        # The resourceVersions of each running pod's Secret and ConfigMap sources as last
+        # projected into its volumes, and when a change was last projected (time.monotonic()).
+        self.projected: dict[str, tuple[str | None, ...]] = {}
+        self.remounted_at: dict[str, float] = {}
+        self.remount_failures = 0
         self._busy: set[str] = set()  # pods being started or stopped
         self._workers: list[threading.Thread] = []
         self._stop = threading.Event()
@@ -115,20 +131,59 @@ class PodLifecycle:
             self.errors.append(message)
 
     def _sync(self) -> None:
+        versions: dict[tuple[str, str], str | None] = {}  # read once a round
         for pod in self.pods():
             name = pod["metadata"]["name"]
             if name in self._busy:
                 continue
             if pod["metadata"].get("deletionTimestamp"):
                 self._spawn(name, self._terminate, pod)
-            elif (
-                name not in self.kubelet.pods
-                and pod["spec"].get("nodeName")
-                and self._starting.is_set()
-            ):
+            elif name in self.kubelet.pods:
+                self._remount(pod, versions)
+            elif pod["spec"].get("nodeName") and self._starting.is_set():
+                # Read before `run` reads the sources: a change in between is projected next.
+                self.projected[name] = self._sources(pod, versions)
                 # Started from this thread, which lives as long as the follower: a child's
                 # PR_SET_PDEATHSIG (processes.py) fires when the thread that started it ends.
                 self._spawn(name, self._wait_ready, self.kubelet.run(pod))
+
+    def _sources(
+        self, pod: dict[str, Any], versions: dict[tuple[str, str], str | None]
+    ) -> tuple[str | None, ...]:
+        """The resourceVersions of the pod's Secret and ConfigMap volume sources (None: the
+        source cannot be read)."""
+        found = []
+        for volume in pod["spec"].get("volumes", []):
+            if "secret" in volume:
+                key = ("secret", volume["secret"]["secretName"])
+            elif "configMap" in volume:
+                key = ("config_map", volume["configMap"]["name"])
+            else:
+                continue
+            if key not in versions:
+                read = getattr(self.core, f"read_namespaced_{key[0]}")
+                try:
+                    versions[key] = read(key[1], NAMESPACE).metadata.resource_version
+                except ApiException:
+                    versions[key] = None
+            found.append(versions[key])
+        return tuple(found)
+
+    def _remount(self, pod: dict[str, Any], versions: dict[tuple[str, str], str | None]) -> None:
+        """Project a running pod's volumes again if a source changed since it was last."""
+        name = pod["metadata"]["name"]
+        sources = self._sources(pod, versions)
+        if self.projected.setdefault(name, sources) == sources:
+            return
+        try:
+            if None in sources:
+                raise ControlPlaneError("a source is missing")
+            self.kubelet.sync_volumes(name)
+        except (ApiException, ControlPlaneError, OSError):
+            self.remount_failures += 1  # the volume keeps what it had; tried next round
+            return
+        self.projected[name] = sources
+        self.remounted_at[name] = time.monotonic()
 
     def _spawn(self, name: str, work: Callable[[Any], None], what: Any) -> None:
         self._busy.add(name)

@@ -40,13 +40,15 @@ TIMEOUT_S = 30
 @dataclass(frozen=True)
 class Create:
     """One create as the client saw it: when (time.monotonic()), the HTTP status (None: no
-    answer), whether the admitted object was rewritten, and the error of a failed one."""
+    answer), whether the admitted object was rewritten, the error of a failed one, and the
+    class the admitted pod selects (its `aliyun.accelerator/nvidia_mem` node selector)."""
 
     start: float
     end: float
     status: int | None
     rewritten: bool
     error: str | None
+    selector: str | None = None
 
     @property
     def failed(self) -> bool:
@@ -146,18 +148,20 @@ class CreateStream:
             start = time.monotonic()
             if start - due > 1:
                 self.late += 1
-            status, admitted, error = None, False, None
+            status, admitted, error, selector = None, False, None, None
             try:
                 conn.request("POST", self.path, self.body, {"Content-Type": "application/json"})
                 answer = conn.getresponse()
                 status, data = answer.status, answer.read()
                 if status == 201:
-                    admitted = rewritten(orjson.loads(data))
+                    pod = orjson.loads(data)
+                    admitted = rewritten(pod)
+                    selector = (pod["spec"].get("nodeSelector") or {}).get(CLASS_SELECTOR)
                 else:
                     error = orjson.loads(data).get("message", "")
             except (OSError, http.client.HTTPException, ValueError) as exc:
                 error = f"{type(exc).__name__}: {exc}"
                 conn.close()
                 conn = self._connection()
-            self.records.append(Create(start, time.monotonic(), status, admitted, error))
+            self.records.append(Create(start, time.monotonic(), status, admitted, error, selector))
         conn.close()

@@ -212,6 +212,19 @@ FAULTS = {
 }
 
 
+def unmet(faults: list[str]) -> str | None:
+    """What the faults named need and this machine lacks (None: nothing): said before any
+    fault runs, not when the third one reaches install_secret."""
+    if "oom-worker" in faults and (why := cgroup.available()):
+        return f"oom-worker runs the server in a memory cgroup, and {why}"
+    if "rotate-certs" in faults and (absent := binaries.missing()):
+        return (
+            f"rotate-certs writes the Secret volume with kubelet's AtomicWriter, and "
+            f"{', '.join(absent)} not built; {binaries.HOW_TO_BUILD}"
+        )
+    return None
+
+
 def main(argv: list[str] | None = None) -> int:
     """Run the chosen faults (all by default), print the table, write the JSON."""
     parser, faults, out = command_line(
@@ -222,15 +235,16 @@ def main(argv: list[str] | None = None) -> int:
         OUT,
         argv,
     )
-    if "oom-worker" in faults and (why := cgroup.available()):
-        parser.error(f"oom-worker runs the server in a memory cgroup, and {why}")
-    if "rotate-certs" in faults and (absent := binaries.missing()):
-        # Said before any fault runs, not when the third one reaches install_secret.
-        parser.error(
-            f"rotate-certs writes the Secret volume with kubelet's AtomicWriter, and "
-            f"{', '.join(absent)} not built; {binaries.HOW_TO_BUILD}"
-        )
+    if why := unmet(faults):
+        parser.error(why)
     before = os.getloadavg()
+    rows = run(faults)
+    publish(table(rows), rows, before, out)
+    return 0
+
+
+def run(faults: list[str]) -> list[dict[str, Any]]:
+    """The rows of the faults named, in that order, each on a server of its own."""
     rows = []
     with tempfile.TemporaryDirectory(prefix="lwgpu-faults-") as scratch:
         for name in faults:
@@ -238,8 +252,7 @@ def main(argv: list[str] | None = None) -> int:
             work.mkdir()
             print(f"fault {name} ...", file=sys.stderr, flush=True)
             rows.append(FAULTS[name](work))
-    publish(table(rows), rows, before, out)
-    return 0
+    return rows
 
 
 if __name__ == "__main__":

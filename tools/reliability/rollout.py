@@ -64,7 +64,7 @@ FAILED_CALL = re.compile(
 ADDRESS = re.compile(r"\d+\.\d+\.\d+\.\d+:\d+")
 
 
-def _failed_calls(c: Cluster, since: int) -> Counter[str]:
+def failed_calls(c: Cluster, since: int) -> Counter[str]:
     """Why kube-apiserver's calls to the webhook failed (it logs each as it fails open),
     from byte `since` of its log on, addresses left out."""
     with c.plane.log("kube-apiserver").open("rb") as log:
@@ -73,7 +73,7 @@ def _failed_calls(c: Cluster, since: int) -> Counter[str]:
     return Counter(ADDRESS.sub("ADDR", m["why"]) for m in FAILED_CALL.finditer(text))
 
 
-def _row(
+def row(
     fault: str,
     stream: CreateStream,
     struck: float,
@@ -115,12 +115,12 @@ def _relative(record: Create, struck: float) -> dict[str, Any]:
     }
 
 
-def _stream(c: Cluster, rate: float) -> CreateStream:
+def create_stream(c: Cluster, rate: float) -> CreateStream:
     """`rate` creates a second, bounded by what the longest scenario could send."""
     return CreateStream(c.plane, c.namespace, rate, int(rate * (SECONDS + SETTLE_S + TAIL_S)))
 
 
-def _finish(stream: CreateStream, seconds: float) -> None:
+def finish(stream: CreateStream, seconds: float) -> None:
     """Stop the stream once it ran `seconds`, and `TAIL_S` past the recovery."""
     stream.wait_sent(
         max(int(stream.rate * seconds), len(stream.records) + int(stream.rate * TAIL_S))
@@ -134,22 +134,22 @@ def restart(c: Cluster, rate: float, seconds: float = SECONDS, late_s: float = 0
     replaced = c.names()
     since = c.plane.log("kube-apiserver").stat().st_size
     late = LateEndpoints(c.plane, c.pods, late_s) if late_s else contextlib.nullcontext()
-    with late, _stream(c, rate) as stream:
+    with late, create_stream(c, rate) as stream:
         stream.wait_sent(int(rate * min(STRIKE_AT_S, seconds / 4)))
         struck = time.monotonic()
         c.plane.kubectl("rollout", "restart", DEPLOYMENT, "-n", NAMESPACE)
         c.wait_settled(replaced)
         recovered = time.monotonic() - struck
-        _finish(stream, seconds)
+        finish(stream, seconds)
     exits = [code for name in replaced for code in c.pods.exits.get(name, [])]
-    return _row(
+    return row(
         "kubectl rollout restart"
         + (f", stopping replicas listed {late_s:g} s past SIGTERM" if late_s else ""),
         stream,
         struck,
         recovered,
         f"{len(replaced)} pods replaced; their containers exited {sorted(exits)}",
-        _failed_calls(c, since),
+        failed_calls(c, since),
         replaced=sorted(replaced),
         exit_codes=exits,
     )
@@ -163,7 +163,7 @@ def drain(c: Cluster, rate: float, seconds: float = SECONDS) -> dict[str, Any]:
         raise RuntimeError(f"both replicas run on {nodes[0]}: no drain of one replica's node")
     replaced = c.names()
     since = c.plane.log("kube-apiserver").stat().st_size
-    with _stream(c, rate) as stream, ThreadPoolExecutor(2) as pool:
+    with create_stream(c, rate) as stream, ThreadPoolExecutor(2) as pool:
         stream.wait_sent(int(rate * min(STRIKE_AT_S, seconds / 4)))
         struck = time.monotonic()
         c.plane.kubectl("cordon", *nodes)
@@ -177,17 +177,17 @@ def drain(c: Cluster, rate: float, seconds: float = SECONDS) -> dict[str, Any]:
         outputs = [d.result().stderr for d in drains]
         c.wait_settled(replaced)
         recovered = time.monotonic() - struck
-        _finish(stream, seconds)
+        finish(stream, seconds)
     c.plane.kubectl("uncordon", *nodes)
     refusals = outputs[1].count(PDB_REFUSAL)
-    return _row(
+    return row(
         "kubectl drain of both replicas' nodes",
         stream,
         struck,
         recovered,
         f"the second replica's eviction refused {refusals} times (PodDisruptionBudget) "
         f"until the first one's replacement was Ready",
-        _failed_calls(c, since),
+        failed_calls(c, since),
         nodes=nodes,
         pdb_refusals=refusals,
         drain_output=outputs,
@@ -225,29 +225,39 @@ def table(rows: list[dict[str, Any]]) -> str:
     return "\n".join([head, *lines])
 
 
-def main(argv: list[str] | None = None) -> int:
-    """Run the chosen scenarios (all by default) on one cluster; print the table."""
-    parser, scenarios, out = command_line(
-        "python -m tools.reliability.rollout",
-        __doc__.split("\n\n")[0],
-        "scenario",
-        list(SCENARIOS),
-        OUT,
-        argv,
+def main(
+    argv: list[str] | None = None,
+    module: str = "tools.reliability.rollout",
+    doc: str = __doc__,
+    scenarios: dict[str, Callable[[Cluster], dict[str, Any]]] = SCENARIOS,
+    out: Path = OUT,
+) -> int:
+    """Run the chosen scenarios (all by default) on one cluster; print the table. The
+    rotation script runs its own `scenarios` through this too."""
+    parser, names, out = command_line(
+        f"python -m {module}", doc.split("\n\n")[0], "scenario", list(scenarios), out, argv
     )
     if absent := binaries.missing():
         parser.error(f"not built: {', '.join(absent)}; {binaries.HOW_TO_BUILD}")
     before = os.getloadavg()
+    rows = run(names, scenarios)
+    publish(table(rows), rows, before, out)
+    return 0
+
+
+def run(
+    names: list[str], scenarios: dict[str, Callable[[Cluster], dict[str, Any]]] = SCENARIOS
+) -> list[dict[str, Any]]:
+    """The rows of the scenarios named, in that order, on one cluster of their own."""
     rows = []
     with (
         tempfile.TemporaryDirectory(prefix="lwgpu-rollout-") as scratch,
         cluster(Path(scratch)) as c,
     ):
-        for name in scenarios:
+        for name in names:
             print(f"scenario {name} ...", file=sys.stderr, flush=True)
-            rows.append(SCENARIOS[name](c))
-    publish(table(rows), rows, before, out)
-    return 0
+            rows.append(scenarios[name](c))
+    return rows
 
 
 if __name__ == "__main__":
