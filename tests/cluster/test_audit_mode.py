@@ -84,6 +84,17 @@ def installed_check(lwgpu) -> dict:
     return check
 
 
+def reviews(lwgpu, decision: str) -> float:
+    """The webhook pods' count of /mutate answers with `decision`, from their /metrics."""
+    return sum(
+        s.value
+        for pod in lwgpu.webhook
+        for s in lwgpu.samples(pod)
+        if s.name == "lwgpu_admission_reviews_total"
+        and s.labels == {"endpoint": "mutate", "decision": decision}
+    )
+
+
 def create(namespace: Namespace, obj: dict, *how: str) -> subprocess.CompletedProcess[str]:
     return namespace.kubectl("create", *how, "-f", "-", input=json.dumps(obj), check=False)
 
@@ -127,9 +138,15 @@ def rollout(lwgpu, tmp_path_factory) -> Iterator[Rollout]:
 
 def test_a_pod_enforce_would_rewrite_is_stored_as_sent(lwgpu, rollout):
     sent = pod(gpu_mem(2), name="would-rewrite")
+    counted = reviews(lwgpu, "would-mutate"), reviews(lwgpu, "mutated")
     done = create(rollout.audited, sent)
     assert done.returncode == 0, done.stderr
     assert WOULD_REWRITE in done.stderr.splitlines()
+    # Counted apart from what was rewritten.
+    assert (reviews(lwgpu, "would-mutate"), reviews(lwgpu, "mutated")) == (
+        counted[0] + 1,
+        counted[1],
+    )
 
     stored = rollout.audited.get("pod", "would-rewrite")
     assert stored["spec"]["containers"][0]["resources"]["limits"] == {"aliyun.com/gpu-mem": "2"}
@@ -153,8 +170,10 @@ def test_a_pod_enforce_would_rewrite_is_stored_as_sent(lwgpu, rollout):
 
 def test_a_pod_enforce_would_refuse_is_admitted_with_the_refusal(lwgpu, rollout):
     sent = pod(gpu_mem(64), name="would-refuse")
+    counted = reviews(lwgpu, "would-deny"), reviews(lwgpu, "denied")
     done = create(rollout.audited, sent)
     assert done.returncode == 0, done.stderr
+    assert (reviews(lwgpu, "would-deny"), reviews(lwgpu, "denied")) == (counted[0] + 1, counted[1])
     warnings = [line for line in done.stderr.splitlines() if "lwgpu (audit)" in line]
     assert warnings[0] == WOULD_REFUSE
     assert warnings[-1] == "Warning: lwgpu (audit): aliyun.com/gpu-mem: 8 (units of 1Gi)"
