@@ -52,7 +52,8 @@ def build() -> tuple[Path | None, str]:
 
 
 def profiles_json(policies: PolicySet) -> dict[str, Any]:
-    """What the Go webhook decides with: the first policy's classes and memory resources."""
+    """What the Go webhook decides with: the first policy's name, classes and memory
+    resources."""
     policy = policies.policies[0]
     return {
         "profiles": [
@@ -65,4 +66,5 @@ def profiles_json(policies: PolicySet) -> dict[str, Any]:
             for p in policy.profiles
         ],
         "resources": dict(policy.memory_resources),
+        "policy": policy.name,
     }

@@ -4,10 +4,10 @@
 // (JSON content type, 7 MiB body cap, 400 for a body that is not JSON), decodes the whole
 // AdmissionReview into generic maps (as orjson.loads does), and rewrites GPU-memory limits
 // (the resources in -profiles, e.g. aliyun.com/gpu-mem: 2) to nvidia.com/gpu: 1 on the
-// smallest profile that holds that much, answering the same JSON Patch and warning as
-// lwgpu for the seed pod. It is not lwgpu's decision (no policies per namespace, requests,
-// annotations, affinity or denials): it is what a small hand-written Go webhook does for
-// that pod, the bar "half a Go webhook's throughput" is measured against.
+// smallest profile that holds that much, answering the same JSON Patch, warning and audit
+// annotations as lwgpu for the seed pod. It is not lwgpu's decision (no policies per
+// namespace, requests, annotations, affinity or denials): it is what a small hand-written Go
+// webhook does for that pod, the bar "half a Go webhook's throughput" is measured against.
 //
 // -mode fixed answers every request with the same 200 JSON: the TLS + HTTP bound of the
 // machine, with no JSON work at all.
@@ -39,10 +39,12 @@ type profile struct {
 	Selector     string            `json:"selectorText"`
 }
 
-// config is the -profiles file: classes in ascending memory, bytes per unit of each resource.
+// config is the -profiles file: classes in ascending memory, bytes per unit of each resource,
+// and the policy's name (for the audit annotations).
 type config struct {
 	Profiles  []profile        `json:"profiles"`
 	Resources map[string]int64 `json:"resources"`
+	Policy    string           `json:"policy"`
 }
 
 type op struct {
@@ -76,8 +78,8 @@ func units(value interface{}) (int64, bool) {
 	return 0, false
 }
 
-// rewrite returns the patch and warnings for one pod.
-func (c *config) rewrite(pod map[string]interface{}) ([]op, []string) {
+// rewrite returns the patch, warnings and audit annotations for one pod.
+func (c *config) rewrite(pod map[string]interface{}) ([]op, []string, map[string]string) {
 	var ops []op
 	var warnings []string
 	spec, _ := pod["spec"].(map[string]interface{})
@@ -88,6 +90,7 @@ func (c *config) rewrite(pod map[string]interface{}) ([]op, []string) {
 		container, _ := raw.(map[string]interface{})
 		resources, _ := container["resources"].(map[string]interface{})
 		limits, _ := resources["limits"].(map[string]interface{})
+		requests, _ := resources["requests"].(map[string]interface{})
 		for name, unit := range c.Resources {
 			n, ok := units(limits[name])
 			if !ok {
@@ -103,17 +106,26 @@ func (c *config) rewrite(pod map[string]interface{}) ([]op, []string) {
 			if chosen == nil {
 				continue
 			}
-			base := fmt.Sprintf("/spec/containers/%d/resources/limits/", i)
-			ops = append(ops,
-				op{Op: "remove", Path: base + pointer(name)},
-				op{Op: "add", Path: base + pointer("nvidia.com/gpu"), Value: "1"})
+			// The apiserver defaults requests to limits for extended resources: the pod it
+			// sends asks in both, and both are rewritten (removals first, as lwgpu orders them).
+			base := fmt.Sprintf("/spec/containers/%d/resources/", i)
+			kinds := []string{"limits"}
+			if _, has := requests[name]; has {
+				kinds = append(kinds, "requests")
+			}
+			for _, kind := range kinds {
+				ops = append(ops, op{Op: "remove", Path: base + kind + "/" + pointer(name)})
+			}
+			for _, kind := range kinds {
+				ops = append(ops, op{Op: "add", Path: base + kind + "/" + pointer("nvidia.com/gpu"), Value: "1"})
+			}
 			asked = fmt.Sprintf("%s=%v", name, limits[name])
 			warnings = append(warnings, fmt.Sprintf("lwgpu: %s (%dMi) -> nvidia.com/gpu=1 on %s (%s)",
 				asked, mib, chosen.Name, chosen.Selector))
 		}
 	}
 	if chosen == nil {
-		return nil, nil
+		return nil, nil, nil
 	}
 	if _, has := spec["nodeSelector"]; has {
 		for k, v := range chosen.NodeSelector {
@@ -131,7 +143,10 @@ func (c *config) rewrite(pod map[string]interface{}) ([]op, []string) {
 	} else {
 		ops = append(ops, op{Op: "add", Path: "/metadata/annotations", Value: notes})
 	}
-	return ops, warnings
+	audit := map[string]string{
+		"decision": "mutated", "class": chosen.Name, "policy": c.Policy, "asked": asked,
+	}
+	return ops, warnings, audit
 }
 
 func (c *config) review(w http.ResponseWriter, r *http.Request) {
@@ -165,11 +180,12 @@ func (c *config) review(w http.ResponseWriter, r *http.Request) {
 	}
 	answer := map[string]interface{}{"uid": uid, "allowed": true}
 	if pod, ok := request["object"].(map[string]interface{}); ok {
-		if ops, warnings := c.rewrite(pod); ops != nil {
+		if ops, warnings, audit := c.rewrite(pod); ops != nil {
 			patch, _ := json.Marshal(ops)
 			answer["patchType"] = "JSONPatch"
 			answer["patch"] = patch // []byte marshals as base64, as the API wants
 			answer["warnings"] = warnings
+			answer["auditAnnotations"] = audit
 		}
 	}
 	body, _ := json.Marshal(map[string]interface{}{
