@@ -243,3 +243,47 @@ def test_every_other_change_is_refused_and_only_by_the_policy(lwgpu, binding):
     }
     assert accepted == dict.fromkeys(accepted)
     assert webhook(lwgpu) == hook
+
+
+CREATE_POLICY = "lwgpu-certs-create"
+MAY_CREATE = (
+    "lwgpu-certs may create only Secrets lwgpu-ca and lwgpu-webhook-tls and ConfigMap"
+    " lwgpu-ca-bundle: not "
+)
+
+
+def create_as(lwgpu, kind: str, metadata: dict, dry_run: bool = True) -> tuple[int, str]:
+    """A server-side dry-run create of an empty Secret or ConfigMap as lwgpu-certs: (201 or the
+    error's status, the apiserver's message)."""
+    kubeconfig = lwgpu.kubelet.token_kubeconfig(NAMESPACE, "lwgpu-certs")
+    core = client.CoreV1Api(api_client(str(kubeconfig)))
+    made = getattr(core, f"create_namespaced_{kind}")
+    body = {"apiVersion": "v1", "kind": kind.title().replace("_", ""), "metadata": metadata}
+    try:
+        made(NAMESPACE, body, dry_run="All" if dry_run else None)
+    except ApiException as exc:
+        return exc.status, str(json.loads(exc.body)["message"])
+    return 201, ""
+
+
+def test_the_install_identity_creates_only_its_own_three_objects(lwgpu):
+    """RBAC grants lwgpu-certs `create` on any Secret and ConfigMap of the namespace; the
+    policy lwgpu-certs-create refuses every name but its three. Its own names pass the policy
+    and meet the stored objects (409), which only the registry answers, after admission."""
+    refused = f"ValidatingAdmissionPolicy '{CREATE_POLICY}' with binding '{CREATE_POLICY}' denied"
+    others = {
+        "secret named other": ("secret", {"name": "other"}, "secrets other"),
+        "generated Secret name": ("secret", {"generateName": "lwgpu-ca-"}, "secrets lwgpu-ca-"),
+        "ConfigMap named as a Secret": ("config_map", {"name": "lwgpu-ca"}, "configmaps lwgpu-ca"),
+    }
+    for what, (kind, metadata, named) in others.items():
+        status, message = create_as(lwgpu, kind, metadata)
+        assert status == 403 and refused in message and MAY_CREATE + named in message, what
+    own = [
+        ("secret", "lwgpu-ca"),
+        ("secret", "lwgpu-webhook-tls"),
+        ("config_map", "lwgpu-ca-bundle"),
+    ]
+    for kind, name in own:
+        status, message = create_as(lwgpu, kind, {"name": name})
+        assert (status, "already exists" in message) == (409, True), (name, message)

@@ -78,6 +78,10 @@ CERT_JOB_OBJECTS = {
         "ValidatingAdmissionPolicyBinding",
     )
 } | {(k, "lwgpu-certs-rotate") for k in ("ServiceAccount", "Role", "RoleBinding", "CronJob")}
+CERT_JOB_OBJECTS |= {
+    (k, "lwgpu-certs-create")
+    for k in ("ValidatingAdmissionPolicy", "ValidatingAdmissionPolicyBinding")
+}
 BASE_OBJECTS = (
     CERT_JOB_OBJECTS
     | {
