@@ -21,9 +21,16 @@ MAX_BODY_BYTES = 7 * 1024 * 1024
 # before it is parsed. Braces inside strings count too, which only errs on the safe side.
 MAX_JSON_CONTAINERS = 1 << 19
 
-# The apiserver's webhook client (Go net/http, client-go transport defaults) keeps idle
-# connections for 90 s. If the server closed first, the apiserver could send a review on
-# a connection the server is closing and the call would fail; so the server waits longer.
+# The apiserver's webhook client keeps an idle connection for 90 s: client-go's transport
+# (k8s.io/client-go transport/cache.go) takes IdleConnTimeout from http.DefaultTransport
+# (k8s.io/apimachinery pkg/util/net/http.go, SetOldTransportDefaults). If the server closed
+# an idle connection first, the apiserver could send a review on it as the server closes it:
+# Go's Transport retries nothing it has begun to write on a reused connection unless the
+# request is idempotent (net/http transport.go, shouldRetryRequest), and a webhook call is a
+# POST, so the call fails (`write: broken pipe`) and lwgpu-mutate fails open. So the server
+# waits longer and the client always closes first: the race of RFC 9112 section 9.5, and
+# the standard fix (AWS Application Load Balancer, "Connection idle timeout": configure the
+# application's idle timeout larger than the load balancer's, its client).
 KEEPALIVE_SECONDS = 120
 
 
@@ -35,6 +42,14 @@ class Limits:
     a real review comes near its deadline: the apiserver sends a review in milliseconds.
     Each phase is bounded on its own so that a client stalling at any of them is freed
     within seconds. ``write`` bounds each send of the response to a client that does not read.
+
+    ``idle`` is how long a connection waits for a request while no byte of one has come:
+    between requests, and also between its TLS handshake and its first request, because Go's
+    Transport keeps in its pool a connection it dialed for a call that another connection
+    then served, unused, until it needs one (net/http transport.go, ``dialConnFor``: a
+    connection not delivered goes to ``putOrCloseIdleConn``, marked reused). ``head`` runs
+    from the first byte. A silent connection costs what a kept-alive one costs, a file
+    descriptor and no thread, and any client can keep one alive that long with one request.
     """
 
     handshake: float = 3.0
@@ -42,3 +57,4 @@ class Limits:
     body: float = 5.0
     write: float = 5.0
     max_body: int = MAX_BODY_BYTES
+    idle: float = KEEPALIVE_SECONDS

@@ -154,6 +154,7 @@ class Connection(TConn):  # type: ignore[misc]  # gunicorn has no types: base is
         self.holds_budget = False
         self.requests = 0
         self.watched = 0  # the selector events the worker's poller waits for on this socket
+        self.idle = False  # waiting for a request of which no byte has come (``Limits.idle``)
         self._lingered = 0
         self.phase = Phase.HANDSHAKE if cfg.is_ssl else Phase.HEAD
         self.deadline = time.monotonic() + (limits.handshake if cfg.is_ssl else limits.head)
@@ -161,9 +162,12 @@ class Connection(TConn):  # type: ignore[misc]  # gunicorn has no types: base is
         self._need: int | None = None
         self._chunked: ChunkedEnd | None = None
 
-    def expect_request(self) -> None:
-        """Start the clock for the next request's head (after the handshake or an idle wait)."""
-        self.phase, self.deadline = Phase.HEAD, time.monotonic() + self.limits.head
+    def expect_request(self, idle: bool = False) -> None:
+        """Start the clock for the next request's head: at once (its bytes are coming), or,
+        ``idle``, only at its first byte, the connection waiting meanwhile as a kept-alive one
+        waits (after the handshake: see ``Limits.idle``)."""
+        self.phase, self.idle = Phase.HEAD, idle
+        self.deadline = time.monotonic() + (self.limits.idle if idle else self.limits.head)
         self.request, self.error = None, None
         self._searched, self._need, self._chunked = 0, None, None
 
@@ -180,7 +184,7 @@ class Connection(TConn):  # type: ignore[misc]  # gunicorn has no types: base is
             step = self._handshake()
             if step is not None:
                 return step
-            self.expect_request()
+            self.expect_request(idle=True)
         while True:
             step = self._frame()
             if step is not None:
@@ -221,6 +225,8 @@ class Connection(TConn):  # type: ignore[misc]  # gunicorn has no types: base is
             return Step.CLOSE
         if not data:
             return Step.CLOSE
+        if self.idle:  # the request began: its head has `head` seconds from now
+            self.idle, self.deadline = False, time.monotonic() + self.limits.head
         self.inbox.pending += data
         return None
 

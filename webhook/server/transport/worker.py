@@ -33,7 +33,7 @@ from typing import Any
 
 from gunicorn.http.body import ChunkedReader, LengthReader
 from gunicorn.http.errors import ChunkMissingTerminator, NoMoreData
-from gunicorn.workers.gthread import ThreadWorker
+from gunicorn.workers.gthread import STOP_KEEPALIVE_LINGER, ThreadWorker
 
 from webhook.server.limits import Limits
 
@@ -234,6 +234,12 @@ class WebhookWorker(ThreadWorker):  # type: ignore[misc]  # gunicorn has no type
         if now < self._next_sweep:
             return
         self._next_sweep = now + SWEEP_SECONDS
+        if not self.alive:
+            # Stopping: a connection idle since its handshake waits no longer than gthread
+            # keeps a kept-alive one (``run``'s ``_cap_keepalive``).
+            for conn in self.reading:
+                if conn.idle:
+                    conn.deadline = min(conn.deadline, now + STOP_KEEPALIVE_LINGER)
         for conn in [c for c in self.reading if c.deadline <= now]:
             self._drop(conn, expired=True)
 
