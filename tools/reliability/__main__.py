@@ -30,6 +30,7 @@ from typing import Any
 from tools.cluster import binaries
 from tools.paths import REPO
 from tools.reliability import faults, rollout, rotation
+from tools.reliability.report import KINDS
 
 OUT = REPO / "bench-results" / "reliability.json"
 # The part-4 module (apiserver and etcd faults). Wired when it exposes `SCENARIOS` (a mapping
@@ -94,10 +95,13 @@ def select(available: dict[str, Group], only: list[str]) -> dict[str, list[str]]
 def cells(row: dict[str, Any]) -> list[str]:
     """A row of any group as the common columns: load, fault, failed, admitted unrewritten,
     recovery (s), note."""
+    note = str(row.get("note", ""))
     if "creates" in row:  # through the apiserver
         load = f"{row['load']}, {row['creates']} creates"
-    elif "requests" in row:  # reviews over loopback
+    elif "requests" in row:  # reviews over loopback: the kinds of failure, the master
         load = f"{row['requests']} reviews over loopback"
+        kinds = [f"{row[f'failed_{kind}']} {kind}" for kind in KINDS if row[f"failed_{kind}"]]
+        note = "; ".join([*kinds, f"master: {row.get('master', '')}", note])
     else:
         load = str(row.get("load", ""))
     failed = row.get("failed", row.get("failures", ""))
@@ -107,7 +111,7 @@ def cells(row: dict[str, Any]) -> list[str]:
         str(failed),
         str(row.get("unrewritten", "-")),
         f"{row['recovery_s']:.2f}",
-        str(row.get("note", "")),
+        note,
     ]
 
 
