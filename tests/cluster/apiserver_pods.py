@@ -23,7 +23,14 @@ from hypothesis import strategies as st
 
 from tests.support.builders import IMAGE, workload
 
-CLASS_KEYS = ("aliyun.accelerator/nvidia_mem", "aliyun.accelerator/nvidia_name")
+# The cloud's class labels and GPU Feature Discovery's (its memory an integer, which `Gt`
+# compares).
+CLASS_KEYS = (
+    "aliyun.accelerator/nvidia_mem",
+    "aliyun.accelerator/nvidia_name",
+    "nvidia.com/gpu.memory",
+    "nvidia.com/gpu.product",
+)
 CLASS_VALUES = (
     "1024MiB",
     "2048MiB",
@@ -32,6 +39,9 @@ CLASS_VALUES = (
     "GRID-P4-2Q",
     "GRID-T4-4Q",
     "other",
+    "2048",
+    "8192",
+    "GRID-T4-8Q",
 )
 NAMES = ("cuda", "app", "side", "warm")
 ASKS = st.sampled_from(
@@ -126,6 +136,8 @@ AFFINITY = st.lists(st.lists(EXPRESSION, min_size=1, max_size=2), min_size=1, ma
 LABEL_VALUES = {
     CLASS_KEYS[0]: ["2048MiB", "4096MiB", "1024MiB", "other"],
     CLASS_KEYS[1]: ["GRID-P4-2Q", "GRID-T4-4Q", "other"],
+    CLASS_KEYS[2]: ["2048", "8192", "2048MiB"],
+    CLASS_KEYS[3]: ["GRID-T4-8Q", "GRID-T4-4Q", "other"],
     "team": ["ml"],
     "ack.node.gpu.schedule": ["cgpu"],
 }

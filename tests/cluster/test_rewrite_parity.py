@@ -11,7 +11,9 @@ The corpus is held to the shipped policy; generated objects to it and to the exa
 policies, which the webhook is given for the while (`Installation.set_policies`): a mixed
 fleet (`wholeGPUPods: avoidLightweight`, the keep-off affinity), and the per-team set, in a
 `research-*` namespace (`whenNoProfileFits: ignore`, two small classes) and in one the T4
-fleet governs (tolerations), and the shipped policy with `allowSkip: false`.
+fleet governs (tolerations), the shipped policy with `allowSkip: false`, and a fleet GPU
+Feature Discovery labels (classes selected and pinned by `nvidia.com/gpu.memory` and
+`nvidia.com/gpu.product`).
 """
 
 from __future__ import annotations
@@ -51,6 +53,7 @@ CONFIGURATIONS = {
     "research": (files(*TEAMS), "research-parity", GIB_2),
     "T4 fleet": (files(*TEAMS), "parity", MIB_2048),
     "no skipping": ({SHIPPED_POLICY.name: NO_SKIP_YAML}, "parity", GIB_2),
+    "GFD fleet": (files(EXAMPLE_POLICIES / "gfd-vgpu.yaml"), "parity", GIB_2),
 }
 # Enough to meet every branch of the generator often, in about two minutes in all (two dry
 # runs of ~0.15 s each per object here). The same examples every run, so that a failure is
