@@ -27,7 +27,7 @@ from tests.support.builders import gpu_mem, pod
 from tools.cluster.controlplane import ControlPlane
 from tools.waiting import wait_for
 from webhook.compile import final_state_check, rewrite_policy
-from webhook.policy import PolicySet
+from webhook.policy import PolicySet, load_documents, policy_set
 
 LABEL = "lwgpu-test/admission"
 APISERVER, NEITHER = "apiserver", "none"
@@ -69,6 +69,13 @@ class Outcome:
     @property
     def refused(self) -> bool:
         return self.stored is None
+
+
+def loaded(served: dict[str, str]) -> PolicySet:
+    """The policies of `served` loaded together, in name order, as the webhook loads them."""
+    errors: list[str] = []
+    found = [p for name in sorted(served) for p in load_documents(served[name], name, errors)]
+    return policy_set(found, errors)
 
 
 def placeholders(text: str, *namespaces: str) -> str:

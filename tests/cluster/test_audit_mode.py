@@ -28,10 +28,9 @@ from pathlib import Path
 import pytest
 
 from tests.cluster.admission_support import module_namespace
-from tests.cluster.rewrite_sides import APISERVER, LABEL, dry_create, installed, sides
+from tests.cluster.rewrite_sides import APISERVER, LABEL, dry_create, installed, loaded, sides
 from tests.cluster.test_audit_annotations import audited
 from tests.cluster.test_final_state import DENIED
-from tests.cluster.test_rewrite_parity import loaded
 from tests.support.builders import container, gpu_mem, pod, workload
 from tests.support.cluster import Namespace
 from tests.support.paths import REPO, SHIPPED_POLICY

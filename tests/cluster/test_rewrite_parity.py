@@ -28,12 +28,11 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 
 from tests.cluster.apiserver_pods import ACK_PLACEMENTS, COMPANIONS, objects
-from tests.cluster.rewrite_sides import Outcome, Sides, dry_create, installed, sides
+from tests.cluster.rewrite_sides import Outcome, Sides, dry_create, installed, loaded, sides
 from tests.cluster.test_final_state import BIG_POD, NO_SKIP_YAML, SKIPPING
 from tests.support.builders import container, gpu_mem, pod
 from tests.support.manifests import corpus_files, documents
 from tests.support.paths import EXAMPLE_POLICIES, SHIPPED_POLICY
-from webhook.policy import PolicySet, load_documents, policy_set
 
 FILES = corpus_files()
 TEAMS = (EXAMPLE_POLICIES / "per-team.yaml", EXAMPLE_POLICIES / "t4-vgpu-fleet.yaml")
@@ -97,13 +96,6 @@ def compared(request, lwgpu) -> Iterator[Sides]:
         for (source, outcome), count in sorted(TALLY.items()):
             if source[0] == request.param:
                 print(f"parity: {request.param}: {source[1]}: {outcome}: {count}")
-
-
-def loaded(served: dict[str, str]) -> PolicySet:
-    """The policies of `served` loaded together, in name order, as the webhook loads them."""
-    errors: list[str] = []
-    found = [p for name in sorted(served) for p in load_documents(served[name], name, errors)]
-    return policy_set(found, errors)
 
 
 def compare(found: Sides, obj: dict, source: tuple[str, str]) -> tuple[Outcome, Outcome, str]:
