@@ -8,7 +8,7 @@ PYTHON ?= python3
 VENV ?= .venv
 PY := $(VENV)/bin/python
 
-.PHONY: run test test-fast lint typecheck fmt check ci helm chart-files image-test attacks-fast cluster cluster-up
+.PHONY: run test test-fast lint typecheck fmt check ci helm chart-files image-test attacks-fast cluster cluster-up bench
 
 # Under requirements.lock's versions as constraints: the tests run the versions the image
 # installs. Its hashes are left out here: a hash in a constraints file turns on pip's
@@ -86,3 +86,10 @@ cluster: $(VENV)/.installed
 
 cluster-up: cluster
 	$(PY) -m tools.cluster up
+
+# Every benchmark (tools/bench/run.py): in process, end to end against the Go and bare-WSGI
+# peers, memory, pod creates through the real kube-apiserver, start time and the inputs'
+# scale. Tables on stdout and in bench-results/latest.md; reports, never fails on a number.
+# Quiet the machine first: its load is printed before and after. Needs wrk and go.
+bench: cluster
+	$(PY) -m tools.bench.run

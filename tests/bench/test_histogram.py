@@ -48,6 +48,14 @@ def test_a_run_is_the_difference_of_two_scrapes() -> None:
     assert run.mean() == pytest.approx(0.05)
 
 
+def test_runs_pool_by_adding_their_buckets() -> None:
+    one = Histogram({0.005: 1, 0.025: 3, math.inf: 4}, 0.04)
+    two = Histogram({0.005: 0, 0.025: 2, math.inf: 2}, 0.1)
+    pooled = one.plus(two)
+    assert pooled.buckets == {0.005: 1, 0.025: 5, math.inf: 6}
+    assert pooled.total == pytest.approx(0.14)
+
+
 @pytest.mark.parametrize(
     ("q", "expected"),
     [

@@ -211,9 +211,12 @@ def review(obj: dict[str, Any], namespace: str = "default") -> dict[str, Any]:
     }
 
 
-def body(obj: dict[str, Any]) -> bytes:
-    """The raw request body for `obj` (compact JSON, as the apiserver's encoder writes it)."""
-    return orjson.dumps(review(obj))
+def body(obj: dict[str, Any], namespace: str = "default") -> bytes:
+    """The raw request body for `obj` in `namespace` (compact JSON, as the apiserver's encoder
+    writes it)."""
+    if "namespace" in obj.get("metadata", {}):
+        obj = {**obj, "metadata": {**obj["metadata"], "namespace": namespace}}
+    return orjson.dumps(review(obj, namespace))
 
 
 def cases() -> dict[str, bytes]:

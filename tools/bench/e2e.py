@@ -19,7 +19,6 @@ from contextlib import ExitStack
 from pathlib import Path
 from typing import Any
 
-import certs
 from webhook.policy import PolicySet
 
 from . import lineup, procs, rounds, wrk
@@ -32,7 +31,7 @@ def _prepare(workdir: Path, body: bytes) -> tuple[Path, Path, Path]:
         raise RuntimeError("wrk is not installed (Debian: apt-get install -y wrk)")
     workdir.mkdir(parents=True, exist_ok=True)
     tls = workdir / "tls"
-    certs.generate(tls, "lwgpu-webhook", "lwgpu-system", dns=("localhost",), ips=("127.0.0.1",))
+    lineup.certificates(tls)
     (workdir / "body.json").write_bytes(body)
     return tls, workdir / "body.json", wrk.write_script(workdir / "bench.lua")
 
@@ -205,10 +204,7 @@ def memory(
     tls, body_file, script = _prepare(workdir, body)
     serve = [
         "serve",
-        "--tls-cert",
-        str(tls / "tls.crt"),
-        "--tls-key",
-        str(tls / "tls.key"),
+        *lineup.tls_args(tls),
         "--workers",
         str(workers),
         "--threads",

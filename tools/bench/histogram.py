@@ -36,6 +36,14 @@ class Histogram:
             self.total - before.total,
         )
 
+    def plus(self, other: Histogram) -> Histogram:
+        """The observations of both (two runs pooled)."""
+        bounds = self.buckets.keys() | other.buckets.keys()
+        return Histogram(
+            {le: self.buckets.get(le, 0.0) + other.buckets.get(le, 0.0) for le in bounds},
+            self.total + other.total,
+        )
+
     def mean(self) -> float | None:
         """The exact mean of the observations (sum / count); None without any."""
         return self.total / self.count if self.count else None

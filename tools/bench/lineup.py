@@ -26,6 +26,7 @@ from typing import Any
 
 import orjson
 
+import certs
 from tools.paths import REPO
 from webhook import DEFAULT_POLICIES
 from webhook.policy import PolicySet
@@ -67,6 +68,18 @@ class Lineup:
     skipped: dict[str, str] = field(default_factory=dict)
 
 
+def certificates(tls: Path) -> Path:
+    """A CA and the serving certificate every server presents (127.0.0.1 and localhost), in
+    `tls`; returns `tls`."""
+    certs.generate(tls, "lwgpu-webhook", "lwgpu-system", dns=("localhost",), ips=("127.0.0.1",))
+    return tls
+
+
+def tls_args(tls: Path) -> list[str]:
+    """The serving certificate's flags of `webhook serve` and of the Go peers."""
+    return ["--tls-cert", str(tls / "tls.crt"), "--tls-key", str(tls / "tls.key")]
+
+
 def label(name: str) -> str:
     """The table's name for a contender."""
     return LABELS.get(name, name)
@@ -102,8 +115,8 @@ def contenders(
     against: str | None,
 ) -> tuple[list[Contender], dict[str, str]]:
     """What to start for `names` (plus `webhook@REV`), and the peers that cannot run."""
-    certs = ["--tls-cert", str(tls / "tls.crt"), "--tls-key", str(tls / "tls.key")]
-    python = [*certs, "--workers", str(workers), "--threads", str(threads)]
+    serving = tls_args(tls)
+    python = [*serving, "--workers", str(workers), "--threads", str(threads)]
     serve = ["serve", *python, "--policies", str(DEFAULT_POLICIES)]
     binary, why = (None, "") if not {"go", "go-fixed"} & set(names) else golang.build()
     found: list[Contender] = []
@@ -127,9 +140,9 @@ def contenders(
         elif name == "go":
             table = workdir / "profiles.json"
             table.write_bytes(orjson.dumps(golang.profiles_json(policies)))
-            found.append(Contender(name, "", [*certs, "-profiles", str(table)], [str(binary)]))
+            found.append(Contender(name, "", [*serving, "-profiles", str(table)], [str(binary)]))
         else:
-            found.append(Contender(name, "", [*certs, "-mode", "fixed"], [str(binary)]))
+            found.append(Contender(name, "", [*serving, "-mode", "fixed"], [str(binary)]))
     return found, skipped
 
 

@@ -19,7 +19,7 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Any
@@ -69,19 +69,21 @@ class Server:
         finally:
             conn.close()
 
-    def reviews(self) -> int:
-        """Reviews the server answered so far, from its Prometheus metrics (all workers)."""
+    def metric(self, name: str) -> float:
+        """The sum of a metric's samples in the server's Prometheus metrics (all workers)."""
         status, data = self.get("/metrics")
         if status != 200:
             raise RuntimeError(f"{self.name}: GET /metrics answered {status}")
-        return int(
-            sum(
-                sample.value
-                for family in text_string_to_metric_families(data.decode())
-                for sample in family.samples
-                if sample.name == "lwgpu_admission_reviews_total"
-            )
+        return sum(
+            sample.value
+            for family in text_string_to_metric_families(data.decode())
+            for sample in family.samples
+            if sample.name == name
         )
+
+    def reviews(self) -> int:
+        """Reviews the server answered so far (all workers)."""
+        return int(self.metric("lwgpu_admission_reviews_total"))
 
 
 def _healthy(server: Server, log: Path) -> bool:
@@ -109,6 +111,36 @@ def stop(process: subprocess.Popen[bytes]) -> None:
     process.wait()
 
 
+def environment(root: Path) -> dict[str, str]:
+    """This process's environment for a server run from `root` (its own metrics folder)."""
+    env = {k: v for k, v in os.environ.items() if k != "PROMETHEUS_MULTIPROC_DIR"}
+    env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(root), env.get("PYTHONPATH")]))
+    return env
+
+
+def launch(
+    argv: list[str],
+    cwd: Path,
+    env: dict[str, str],
+    stdout: Path,
+    stderr: Path,
+    piped: bool = False,
+) -> subprocess.Popen[bytes]:
+    """Start `argv` in a session of its own that dies with this process (`stop` ends it);
+    stdout to a pipe when `piped`, else to its file."""
+    with open(stdout, "wb") as out, open(stderr, "wb") as err:
+        return subprocess.Popen(
+            argv,
+            cwd=cwd,
+            env=env,
+            stdout=subprocess.PIPE if piped else out,
+            stderr=err,
+            # Forked before any client thread starts, so preexec_fn is safe here.
+            start_new_session=True,
+            preexec_fn=_die_with_parent,
+        )
+
+
 @contextlib.contextmanager
 def serving(
     name: str,
@@ -120,29 +152,21 @@ def serving(
     *,
     program: list[str] | None = None,
     root: Path = REPO,
+    extra_env: Mapping[str, str] | None = None,
 ) -> Iterator[Server]:
     """Run `python -m module *args --port P` until the block ends; yield once /healthz answers.
 
     `piped`: stdout is a pipe that this process copies to the log file, as a container
     runtime reads a container's stdout (every worker writes to the same pipe).
     `program` replaces `python -m module` (a Go peer); `root` is the checkout to run from
-    (another commit's source, to compare two versions side by side).
+    (another commit's source, to compare two versions side by side); `extra_env` is added to
+    its environment.
     """
     port = free_port()
     stdout, stderr = workdir / f"{name}.stdout", workdir / f"{name}.stderr"
-    env = {k: v for k, v in os.environ.items() if k != "PROMETHEUS_MULTIPROC_DIR"}
-    env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(root), env.get("PYTHONPATH")]))
-    with open(stdout, "wb") as out, open(stderr, "wb") as err:
-        process = subprocess.Popen(
-            [*(program or [sys.executable, "-m", module]), *args, "--port", str(port)],
-            cwd=root,
-            env=env,
-            stdout=subprocess.PIPE if piped else out,
-            stderr=err,
-            # Forked before any client thread starts, so preexec_fn is safe here.
-            start_new_session=True,
-            preexec_fn=_die_with_parent,
-        )
+    argv = [*(program or [sys.executable, "-m", module]), *args, "--port", str(port)]
+    env = {**environment(root), **(extra_env or {})}
+    process = launch(argv, root, env, stdout, stderr, piped)
     if piped:
         assert process.stdout is not None
         threading.Thread(target=_copy, args=(process.stdout, stdout), daemon=True).start()

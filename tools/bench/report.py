@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from . import report_apiserver, report_replica
 from .report_e2e import end_to_end, end_to_end_targets, table
 
 # Issue 7's in-process targets and issue 19's memory targets (its end-to-end ones are in
@@ -157,6 +158,7 @@ def targets(results: dict[str, Any]) -> list[dict[str, Any]]:
             }
         )
     checks += end_to_end_targets(results.get("e2e", {}))
+    checks += report_apiserver.targets(results.get("apiserver", {}))
     if "growth" in results:
         k = results["growth"]["fits"]["decision"]["exponent"]
         checks.append(
@@ -223,7 +225,7 @@ def render(results: dict[str, Any]) -> str:
     if "steadiness_before" in results:
         lines += [_steadiness(results["steadiness_before"], results.get("steadiness_after")), ""]
     lines += [
-        "### Targets (issues 7 and 19)",
+        "### Targets (issues 7, 19 and 30)",
         "",
         *table(
             ["target", "measured", "met"],
@@ -236,6 +238,10 @@ def render(results: dict[str, Any]) -> str:
         ("breakdown", breakdown),
         ("e2e", end_to_end),
         ("memory", memory),
+        ("apiserver", report_apiserver.section),
+        ("startup", report_replica.startup),
+        ("inventory", report_replica.inventory),
+        ("namespaces", report_replica.namespaces),
     ):
         if key in results:
             lines += ["", *section(results[key])]

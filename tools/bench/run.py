@@ -1,6 +1,6 @@
-"""Run the benchmarks of issues 7 and 19, print Markdown tables, write them as JSON.
+"""Run the benchmarks of issues 7, 19 and 30, print Markdown tables, write them as JSON.
 
-    .venv/bin/python -m tools.bench.run                 # everything, about 9 minutes
+    .venv/bin/python -m tools.bench.run                 # everything (`make bench`)
     .venv/bin/python -m tools.bench.run --quick         # shorter runs, for a smoke check
     .venv/bin/python -m tools.bench.run --only inprocess growth
     .venv/bin/python -m tools.bench.run --only e2e --against HEAD~1 --peers webhook wsgi
@@ -9,10 +9,15 @@ Parts: `inprocess` (one review vs the JSON floor), `growth` (1..256 containers),
 `breakdown` (the webhook's and the no-op's WSGI apps called directly, and where the
 difference goes), `e2e` (wrk against `webhook serve` and its peers, closed loop and at a
 fixed rate; needs `wrk`, and `go` for the Go peers), `memory` (RSS/PSS after 10k and 50k
-reviews). `--against REV` adds `webhook serve` from commit REV to the lineup: one change
-measured alone, side by side. Results go to `bench-results/` (git-ignored):
-`bench-<time>.json`, `latest.json` and `latest.md`. Traffic goes to 127.0.0.1 only;
-every server started is stopped on exit, error or Ctrl-C. Exit 0 whatever the
+reviews), `apiserver` (dry-run pod creates through the real kube-apiserver, `make cluster`
+first: no webhook, lwgpu, the Go webhook and the compiled MutatingAdmissionPolicy, at fixed
+rates and in bursts), `startup` (seconds from start to `/readyz` 200, from the checkout
+and from a read-only copy as in the image), `inventory` (5,000 and 15,000 Nodes on the
+real apiserver for `discoverProfiles`), `namespaces` (1,000 policies of one namespace each).
+`--against REV` adds `webhook serve` from commit REV to the lineup: one change measured
+alone, side by side. Results go to `bench-results/` (git-ignored): `bench-<time>.json`,
+`latest.json` and `latest.md`. Traffic goes to 127.0.0.1 only; every server and control
+plane started is stopped on exit, error or Ctrl-C. Exit 0 whatever the
 numbers: this reports, it does not judge.
 """
 
@@ -36,9 +41,30 @@ from tools.paths import REPO
 from webhook import DEFAULT_POLICIES
 from webhook.files import load_policies
 
-from . import bodies, e2e, inprocess, lineup, report, timing
+from . import (
+    apiserver,
+    bodies,
+    e2e,
+    inprocess,
+    inventory,
+    lineup,
+    namespaces,
+    report,
+    startup,
+    timing,
+)
 
-PARTS = ("inprocess", "growth", "breakdown", "e2e", "memory")
+PARTS = (
+    "inprocess",
+    "growth",
+    "breakdown",
+    "e2e",
+    "memory",
+    "apiserver",
+    "startup",
+    "inventory",
+    "namespaces",
+)
 OUT = REPO / "bench-results"
 
 
@@ -90,6 +116,26 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument(
         "--rate-duration", type=float, default=15, help="seconds per fixed-rate run"
     )
+    parser.add_argument(
+        "--api-rates",
+        nargs="+",
+        type=int,
+        default=[20, 100],
+        help="offered creates/s through kube-apiserver",
+    )
+    parser.add_argument(
+        "--api-bursts",
+        nargs="+",
+        type=int,
+        default=[300, 500],
+        help="concurrent creates of each burst through kube-apiserver",
+    )
+    parser.add_argument(
+        "--api-rounds", type=int, default=4, help="rounds of the variants through kube-apiserver"
+    )
+    parser.add_argument(
+        "--api-seconds", type=float, default=15, help="seconds per fixed-rate run of creates"
+    )
     parser.add_argument("--workers", type=int, default=2)
     parser.add_argument("--threads", type=int, default=8)
     parser.add_argument("--out", type=Path, default=OUT, help="folder for the JSON and Markdown")
@@ -139,6 +185,36 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
                 workers=args.workers,
                 threads=args.threads,
                 checkpoints=(2_000, 6_000) if quick else (10_000, 50_000),
+            )
+        if "apiserver" in args.only:
+            results["apiserver"] = apiserver.added_latency(
+                Path(scratch) / "apiserver",
+                policies,
+                rates=tuple(args.api_rates),
+                bursts=tuple(args.api_bursts[:1] if quick else args.api_bursts),
+                repeats=2 if quick else args.api_rounds,
+                seconds=3 if quick else args.api_seconds,
+                workers=args.workers,
+                threads=args.threads,
+            )
+        if "startup" in args.only:
+            results["startup"] = startup.ready_times(
+                Path(scratch) / "startup",
+                repeats=2 if quick else 7,
+                workers=args.workers,
+                threads=args.threads,
+            )
+        if "inventory" in args.only:
+            results["inventory"] = inventory.inventory(
+                Path(scratch) / "inventory",
+                counts=(0, 500, 1_500) if quick else (0, 5_000, 15_000),
+                events=50 if quick else 300,
+            )
+        if "namespaces" in args.only:
+            results["namespaces"] = namespaces.namespace_policies(
+                Path(scratch) / "namespaces",
+                teams=200 if quick else 1_000,
+                budget_s=1.0 if quick else 6.0,
             )
     results["load_after"] = _load()
     results["steadiness_after"] = timing.steadiness()

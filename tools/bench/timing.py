@@ -12,6 +12,8 @@ import time
 from collections.abc import Callable
 from typing import Any
 
+from .rounds import rotated
+
 
 def percentile(values: list[float], fraction: float) -> float:
     """The nearest-rank percentile (`fraction` 0.99 for p99) of `values`."""
@@ -53,8 +55,7 @@ def interleaved(
     for round_ in range(max_rounds):
         if round_ >= min_rounds and time.monotonic() > deadline:
             break
-        shift = round_ % len(names)
-        for name in names[shift:] + names[:shift]:
+        for name in rotated(names, round_):
             call = functions[name]
             start = clock()
             call()

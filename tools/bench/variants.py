@@ -1,0 +1,169 @@
+"""The four ways a pod create can be admitted, registered side by side on one control plane.
+
+Each variant decides the pods of its own namespace (`bench-<variant>`, labelled
+`lwgpu-bench/variant=<variant>`), so a run switches variant by switching namespace and never
+waits for the apiserver to notice a configuration change:
+
+- `none`: no webhook and no policy;
+- `lwgpu`: `python -m webhook serve` as the Deployment runs it (2 workers, 8 threads, the
+  default policy), registered by the shipped `lwgpu-mutate` configuration (`kubectl kustomize
+  deploy/`: its rules, matchConditions, failurePolicy, timeout) with `clientConfig` a URL on
+  loopback and the serving CA as its `caBundle`;
+- `go`: the Go webhook of `peers/` (the same rewrite, the same answer: `lineup.check_answers`)
+  registered by a copy of that configuration (`lwgpu-mutate-go`);
+- `map`: the compiled MutatingAdmissionPolicy and its binding (`webhook.compile.rewrite_policy`,
+  what `python -m webhook policy compile` prints), evaluated inside kube-apiserver.
+
+To each configuration and binding only a namespace selector on the variant's label is added.
+Every configuration is consulted for every create, so each variant pays the same price for
+the others' namespace selectors (a lookup in the apiserver's namespace cache). The final-state
+ValidatingAdmissionPolicy is not installed: `none` must admit the pod it would refuse.
+"""
+
+from __future__ import annotations
+
+import base64
+import contextlib
+import copy
+import functools
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import orjson
+import yaml
+
+from tools.cluster import install
+from tools.cluster.controlplane import ControlPlane
+from tools.reliability.creates import Create, CreateStream
+from tools.waiting import wait_for
+from webhook.compile import rewrite_policy
+from webhook.policy import PolicySet
+
+from . import bodies, lineup, procs
+
+VARIANTS = ("none", "lwgpu", "go", "map")
+LABELS = {"none": "no webhook", "lwgpu": "lwgpu", "go": "Go webhook", "map": "compiled MAP"}
+LABEL = "lwgpu-bench/variant"
+SERVERS = {"lwgpu": "webhook", "go": "go"}  # variant -> lineup name
+CONFIGURATION = "lwgpu-mutate"
+READY_S = 60  # for the apiserver's informers to see the namespaces and configurations
+
+
+@dataclass
+class Variants:
+    """The variants that run (those whose server could start) and the ones skipped, why."""
+
+    plane: ControlPlane
+    servers: dict[str, procs.Server]
+    names: list[str] = field(default_factory=list)
+    skipped: dict[str, str] = field(default_factory=dict)
+
+
+def namespace(variant: str) -> str:
+    """The namespace whose pods `variant` decides."""
+    return f"bench-{variant}"
+
+
+def _selected(variant: str) -> dict[str, Any]:
+    return {"key": LABEL, "operator": "In", "values": [variant]}
+
+
+def shipped_configuration(plane: ControlPlane) -> dict[str, Any]:
+    """The `lwgpu-mutate` MutatingWebhookConfiguration as `kubectl kustomize deploy/` renders
+    it."""
+    for obj in yaml.safe_load_all(install.render(plane)):
+        kind = obj and (obj["kind"], obj["metadata"]["name"])
+        if kind == ("MutatingWebhookConfiguration", CONFIGURATION):
+            found: dict[str, Any] = obj
+            return found
+    raise LookupError(f"{CONFIGURATION} is not in the rendered deploy/")
+
+
+def webhook_configuration(
+    shipped: dict[str, Any], variant: str, server: procs.Server
+) -> dict[str, Any]:
+    """`shipped`, pointed at `server` by URL with its CA, for `variant`'s namespace only."""
+    config = copy.deepcopy(shipped)
+    if variant != "lwgpu":
+        config["metadata"]["name"] = f"{CONFIGURATION}-{variant}"
+    bundle = base64.b64encode(server.ca.read_bytes()).decode()
+    for hook in config["webhooks"]:
+        hook["clientConfig"] = {"url": server.url + "/mutate", "caBundle": bundle}
+        selector = hook.setdefault("namespaceSelector", {})
+        selector.setdefault("matchExpressions", []).append(_selected(variant))
+    return config
+
+
+def compiled_policy(policies: PolicySet) -> list[dict[str, Any]]:
+    """The compiled MutatingAdmissionPolicy, its binding limited to the `map` namespace."""
+    objects = rewrite_policy(policies)
+    for obj in objects:
+        if obj["kind"].endswith("Binding"):
+            obj["spec"]["matchResources"] = {
+                "namespaceSelector": {"matchExpressions": [_selected("map")]}
+            }
+    return objects
+
+
+def create_once(plane: ControlPlane, variant: str) -> Create:
+    """One dry-run create of the seed pod in `variant`'s namespace."""
+    with CreateStream(plane, namespace(variant), rate=1, count=1, threads=1) as stream:
+        pass
+    return stream.records[0]
+
+
+def _behaves(variants: Variants, variant: str) -> bool:
+    """`variant` admits the seed pod, rewritten (not, for `none`), and only lwgpu's own
+    namespace reaches lwgpu."""
+    lwgpu = variants.servers.get("lwgpu")
+    before = lwgpu.reviews() if lwgpu else 0
+    create = create_once(variants.plane, variant)
+    reached = (lwgpu.reviews() if lwgpu else 0) > before
+    return (
+        create.status == 201
+        and create.rewritten == (variant != "none")
+        and reached == (variant == "lwgpu")
+    )
+
+
+@contextlib.contextmanager
+def registered(
+    plane: ControlPlane, workdir: Path, policies: PolicySet, *, workers: int, threads: int
+) -> Iterator[Variants]:
+    """Start the webhooks, register every variant, wait until each decides its namespace."""
+    tls = workdir / "tls"
+    lineup.certificates(tls)
+    found, skipped = lineup.contenders(
+        ("webhook", "go"), tls, workdir, policies, workers=workers, threads=threads, against=None
+    )
+    with contextlib.ExitStack() as stack:
+        started = lineup.start(stack, found, tls / "ca.crt", workdir)
+        lineup.check_answers(started, bodies.body(bodies.seed_pod()))
+        servers = {v: started[name] for v, name in SERVERS.items() if name in started}
+        variants = Variants(plane, servers)
+        variants.skipped = {v: skipped[name] for v, name in SERVERS.items() if name in skipped}
+        variants.names = [v for v in VARIANTS if v not in variants.skipped]
+        shipped = shipped_configuration(plane)
+        objects: list[dict[str, Any]] = [
+            {
+                "apiVersion": "v1",
+                "kind": "Namespace",
+                "metadata": {"name": namespace(v), "labels": {LABEL: v}},
+            }
+            for v in variants.names
+        ]
+        objects += [webhook_configuration(shipped, v, s) for v, s in servers.items()]
+        if "map" in variants.names:
+            objects += compiled_policy(policies)
+        listed = {"apiVersion": "v1", "kind": "List", "items": objects}
+        plane.kubectl("create", "-f", "-", input=orjson.dumps(listed).decode())
+        for variant in variants.names:
+            wait_for(
+                functools.partial(_behaves, variants, variant),
+                READY_S,
+                interval=0.5,
+                what=f"the {variant} variant deciding {namespace(variant)}",
+            )
+        yield variants
