@@ -17,6 +17,7 @@ audit annotations are checked against, at the cost of one line per pod.
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 import ssl
 import subprocess
@@ -25,6 +26,7 @@ import urllib.request
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import yaml
 from kubernetes import client, config
@@ -101,11 +103,31 @@ class ControlPlane:
         """Stop one component (the others keep running)."""
         processes.stop(self.procs[name])
 
-    def restart_apiserver(self) -> None:
-        """Stop kube-apiserver, start it again and wait until it is ready."""
-        self.stop("kube-apiserver")
-        self.start("kube-apiserver")
+    def restart_apiserver(self, *flags: str) -> None:
+        """Stop kube-apiserver, start it again with the arguments it first ran with and
+        `flags` (for this run only; a later restart drops them), and wait until it is ready."""
+        name = "kube-apiserver"
+        self.stop(name)
+        self.procs[name] = processes.start([*self.argv[name], *flags], self.log(name))
         self._wait_ready()
+
+    def compact_etcd(self) -> int:
+        """Compact etcd's history up to its current revision, as kube-apiserver's own compactor
+        does every `--etcd-compaction-interval` (staging/src/k8s.io/apiserver/pkg/storage/
+        etcd3/compact.go), through etcd's v3 JSON gateway; returns that revision."""
+        url = next(
+            a.split("=", 1)[1] for a in self.argv["etcd"] if a.startswith("--listen-client-urls=")
+        )
+
+        def post(path: str, body: dict[str, object]) -> dict[str, Any]:
+            request = urllib.request.Request(url + path, json.dumps(body).encode(), method="POST")
+            with urllib.request.urlopen(request, timeout=10) as answer:
+                parsed: dict[str, Any] = json.loads(answer.read())
+                return parsed
+
+        revision = int(post("/v3/kv/range", {"key": "Lw=="})["header"]["revision"])  # "/"
+        post("/v3/kv/compaction", {"revision": revision, "physical": True})
+        return revision
 
     def admin_tls(self) -> ssl.SSLContext:
         """A TLS context that trusts the cluster's CA and presents the admin's certificate."""
