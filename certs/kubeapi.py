@@ -10,6 +10,8 @@ from typing import TypeVar
 import urllib3
 from kubernetes.client.exceptions import ApiException
 
+from webhook.kube.inventory import failure
+
 from .errors import CertError
 
 MAX_ATTEMPTS = 5
@@ -23,7 +25,9 @@ def calling(step: Callable[[], T]) -> T:
     except ApiException as exc:
         raise CertError(describe(exc)) from None
     except urllib3.exceptions.HTTPError as exc:
-        raise CertError(f"cannot reach the Kubernetes API: {exc}") from None
+        # The cause in a few words ("timed out", "connection refused"), not urllib3's own
+        # message, which names pool and connection objects.
+        raise CertError(f"cannot reach the Kubernetes API: {failure(exc)}") from None
 
 
 def retry(step: Callable[[], T], what: str, attempts: int) -> T:
@@ -53,5 +57,6 @@ def describe(exc: ApiException) -> str:
         message = json.loads(exc.body or "").get("message", "")
     except (ValueError, AttributeError):
         message = ""
-    detail = message or exc.body or "no details"
+    # A body that is no Status (APF's 429 is plain text) ends in a newline: one line it is.
+    detail = (message or exc.body or "").strip() or "no details"
     return f"Kubernetes API answered {exc.status} {exc.reason}: {detail}"

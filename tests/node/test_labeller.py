@@ -246,9 +246,8 @@ def test_interval_survives_an_apiserver_restart_and_recovers(
         stopping = threading.Thread(target=control_plane.stop, args=("kube-apiserver",))
         stopping.start()
         try:
-            assert wait_for(
-                lambda: sum("API server unreachable" in line for line in lines) >= 2, timeout=60
-            )
+            # said once, however many ticks fail (tests/cluster/test_apiserver_faults.py)
+            assert wait_for(lambda: any("unreachable" in line for line in lines), timeout=60)
         finally:
             stopping.join(60)
             control_plane.restart_apiserver()  # already stopped: starts it and awaits /readyz

@@ -9,6 +9,7 @@ cannot be reached; with `--interval` it runs until SIGTERM and exits 0.
 from __future__ import annotations
 
 import argparse
+import logging
 import os
 import signal
 import sys
@@ -77,6 +78,9 @@ def run(args: argparse.Namespace) -> int:
         core = core_api()
     except KubeConfigError as exc:
         raise UsageError(exc) from None
+    # urllib3 warns at each of its retries of a failed connection; the labeller says why it
+    # failed itself, once per cause (webhook.node.labeller.run)
+    logging.getLogger("urllib3.connectionpool").setLevel(logging.ERROR)
     stop = threading.Event()
     if threading.current_thread() is not threading.main_thread():  # only it may take signals
         labelled = labeller.run(core, args.node, labels, args.interval, stop, log)

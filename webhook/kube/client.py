@@ -16,10 +16,25 @@ from kubernetes import client, config
 
 # Beside the service account's token in every pod (kubelet's projected volume).
 POD_NAMESPACE_FILE = Path("/var/run/secrets/kubernetes.io/serviceaccount/namespace")
+# (connect, read) seconds for a request that names no timeout of its own: without one, an API
+# server that stops answering (a stalled network) holds the caller for ever.
+DEFAULT_TIMEOUT_S = (10, 20)
 
 
 class KubeConfigError(RuntimeError):
     """Neither an in-cluster service account nor a usable kubeconfig was found."""
+
+
+class BoundedApiClient(client.ApiClient):
+    """An ApiClient whose every request has a deadline: `DEFAULT_TIMEOUT_S` where the call
+    names none (a watch names its own)."""
+
+    def call_api(  # type: ignore[no-untyped-def]  # the client's own signature is unannotated
+        self, method, url, header_params=None, body=None, post_params=None, _request_timeout=None
+    ):
+        return super().call_api(
+            method, url, header_params, body, post_params, _request_timeout or DEFAULT_TIMEOUT_S
+        )
 
 
 class Connection(NamedTuple):
@@ -49,7 +64,7 @@ def connect(kubeconfig: str | None = None, context: str | None = None) -> Connec
         try:
             # kubernetes.config, unlike kubernetes.client, carries no annotations.
             config.load_incluster_config(client_configuration=configuration)  # type: ignore[no-untyped-call]
-            return Connection(client.ApiClient(configuration), _pod_namespace())
+            return Connection(BoundedApiClient(configuration), _pod_namespace())
         except config.ConfigException:
             pass  # not in a pod: fall through to kubeconfig
     files = kubeconfig or os.environ.get("KUBECONFIG")
@@ -62,7 +77,7 @@ def connect(kubeconfig: str | None = None, context: str | None = None) -> Connec
         raise KubeConfigError(f"no Kubernetes configuration: not in a cluster and {exc}") from None
     chosen = next((c for c in contexts if c.get("name") == context), None) if context else current
     namespace = ((chosen or {}).get("context") or {}).get("namespace")
-    return Connection(client.ApiClient(configuration), str(namespace or "default"))
+    return Connection(BoundedApiClient(configuration), str(namespace or "default"))
 
 
 def _pod_namespace() -> str:

@@ -30,6 +30,8 @@ def ensure_labels(core: client.CoreV1Api, node: str, labels: dict[str, str]) -> 
     from kubernetes.client.exceptions import ApiException
     from urllib3.exceptions import HTTPError
 
+    from webhook.kube.inventory import failure
+
     try:
         metadata = core.read_node(node, _request_timeout=REQUEST_TIMEOUT_S).metadata
         current = (metadata.labels if metadata else None) or {}
@@ -50,7 +52,10 @@ def ensure_labels(core: client.CoreV1Api, node: str, labels: dict[str, str]) -> 
             f"API server answered {err.status} {err.reason} for node {node}{_said(err)}"
         ) from err
     except (HTTPError, OSError) as err:
-        raise LabelError(f"API server unreachable: {err}") from err
+        # The cause in a few words: urllib3's own message names a connection object by its
+        # address, so no two attempts would read the same.
+        host = core.api_client.configuration.host
+        raise LabelError(f"API server {host} unreachable: {failure(err)}") from err
 
 
 def _said(err: ApiException) -> str:
@@ -73,17 +78,27 @@ def run(
 ) -> bool:
     """Apply the labels once (interval None) or every `interval` seconds until `stop` is set.
 
-    Once: False on an API failure. With an interval, failures are logged and retried at the
-    next tick (the API server may be briefly away); returns True when stopped.
+    Once: False on an API failure. With an interval, failures are retried at the next tick
+    (the API server may be briefly away) and logged once per cause, not once per tick: an
+    apiserver away for hours costs one line, and one more when it answers again. Returns True
+    when stopped.
     """
+    failing: str | None = None  # the failure last logged, while attempts fail
     while True:
         try:
             changed = ensure_labels(core, node, labels)
-            shown = ", ".join(f"{key}={value}" for key, value in labels.items())
-            log(f"label-node: {node}: {'labels set' if changed else 'labels current'}: {shown}")
         except LabelError as err:
-            log(f"label-node: {err}")
+            if str(err) != failing:
+                retrying = f"; retrying every {interval:g}s" if interval is not None else ""
+                log(f"label-node: {err}{retrying}")
+            failing = str(err)
             if interval is None:
                 return False
+        else:
+            if failing is not None:
+                log("label-node: the API server answers again")
+            failing = None
+            shown = ", ".join(f"{key}={value}" for key, value in labels.items())
+            log(f"label-node: {node}: {'labels set' if changed else 'labels current'}: {shown}")
         if interval is None or stop.wait(interval):
             return True
