@@ -28,8 +28,10 @@ from certs.install import install
 from tests.certs.install_cluster import Cluster
 from tests.certs.interrupted import CaNames, observe
 from tests.fakes.nvml import FakeNVML
+from tests.server.test_discovery import selectors
 from tests.support.builders import MEM, NAME
-from tools.loopback.server import free_port
+from tests.support.paths import REPO
+from tools.loopback.server import free_port, serving
 from tools.reliability.slow_proxy import SlowProxy
 from tools.reliability.throttle import throttled
 from tools.waiting import wait_for
@@ -197,6 +199,36 @@ def test_after_etcd_compaction_the_resumed_watch_gets_410_and_lists_again(
     ] * len(MEMORY_LABELS)
     lists = [r.query["labelSelector"][0] for r in kube_requests.lists()]
     assert sorted(lists) == sorted(MEMORY_LABELS * 2)
+
+
+def test_a_review_is_answered_while_the_api_server_is_stalled(
+    tmp_path, control_plane, own_nodes, service_accounts
+):
+    """`serve` discovering through a network that stops carrying the apiserver's answers: the
+    inventory's watch hangs, and the reviews are answered from its snapshot as fast as ever
+    (one waiting on the API server would take the client's 20 s read deadline)."""
+    kubeconfig = service_accounts.create("webhook")
+    service_accounts.grant("webhook", DISCOVERY, "lwgpu-discovery")
+    own_nodes.create("stalled", {MEM: "7611MiB", NAME: "Tesla-P4"})
+    host, port = control_plane.server.removeprefix("https://").split(":")
+    proxy = SlowProxy((host, int(port)))
+    slow = tmp_path / "through-proxy.kubeconfig"
+    slow.write_text(kubeconfig.read_text().replace(control_plane.server, proxy.url))
+    policy = tmp_path / "discovering.yaml"
+    shipped = (REPO / "policies" / "default.yaml").read_text()
+    policy.write_text(shipped.replace("spec:\n", "spec:\n  discoverProfiles: true\n", 1))
+    work = tmp_path / "server"
+    work.mkdir()
+    try:
+        with serving(work, policy, env={"KUBECONFIG": str(slow)}) as server:
+            # 7611MiB is this Node's; the fleet's and the static classes offer 8192MiB at best
+            wait_for(lambda: selectors(server) == {"7611MiB"}, 60, what="the discovered class")
+            proxy.stall()
+            began = time.monotonic()
+            assert selectors(server) == {"7611MiB"}
+            assert time.monotonic() - began < DEFAULT_TIMEOUT_S[1] / 4
+    finally:
+        proxy.close()
 
 
 @pytest.fixture
