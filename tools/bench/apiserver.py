@@ -225,6 +225,7 @@ def added_latency(
         results: dict[str, Any] = {
             "variants": registered.names,
             "skipped": registered.skipped,
+            "stored_differs_from_lwgpu": registered.differences,
             "workers": workers,
             "threads": threads,
             "repeats": repeats,

@@ -64,6 +64,17 @@ def section(result: dict[str, Any]) -> list[str]:
         "histograms (p50 / p99 (mean), ms; quantiles interpolated within its buckets, the mean "
         "exact): each webhook call, and the whole mutating admission step.",
     ]
+    differ = result.get("stored_differs_from_lwgpu", {})
+    if differ:
+        lines += [
+            "",
+            "The pod as stored, against lwgpu's: "
+            + "; ".join(
+                f"{LABELS[v]}: {'differs in ' + ', '.join(parts) if parts else 'the same'}"
+                for v, parts in differ.items()
+            )
+            + " (resources, node selector, affinity, tolerations, annotations).",
+        ]
     if result["skipped"]:
         lines += ["", "Skipped: " + "; ".join(f"{k}: {v}" for k, v in result["skipped"].items())]
     for level in result["levels"]:

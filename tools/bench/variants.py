@@ -36,7 +36,7 @@ import yaml
 
 from tools.cluster import install
 from tools.cluster.controlplane import ControlPlane
-from tools.reliability.creates import Create, CreateStream
+from tools.reliability.creates import Create, CreateStream, gpu_memory_pod
 from tools.waiting import wait_for
 from webhook.compile import rewrite_policy
 from webhook.policy import PolicySet
@@ -59,6 +59,8 @@ class Variants:
     servers: dict[str, procs.Server]
     names: list[str] = field(default_factory=list)
     skipped: dict[str, str] = field(default_factory=dict)
+    # Per rewriting variant but lwgpu: the parts of the stored pod that differ from lwgpu's.
+    differences: dict[str, list[str]] = field(default_factory=dict)
 
 
 def namespace(variant: str) -> str:
@@ -114,6 +116,34 @@ def create_once(plane: ControlPlane, variant: str) -> Create:
     return stream.records[0]
 
 
+def stored(plane: ControlPlane, variant: str) -> dict[str, Any]:
+    """The seed pod as the apiserver would store it in `variant`'s namespace (a dry run)."""
+    done = plane.kubectl(
+        "create", "--dry-run=server", "-o", "json", "-n", namespace(variant), "-f", "-",
+        input=orjson.dumps(gpu_memory_pod()).decode(),
+    )  # fmt: skip
+    pod: dict[str, Any] = orjson.loads(done.stdout)
+    return pod
+
+
+def _decided(pod: dict[str, Any]) -> dict[str, Any]:
+    spec = pod["spec"]
+    return {
+        "resources": [c.get("resources") for c in spec["containers"]],
+        "nodeSelector": spec.get("nodeSelector"),
+        "affinity": spec.get("affinity"),
+        "tolerations": spec.get("tolerations"),
+        "annotations": pod["metadata"].get("annotations"),
+    }
+
+
+def differences(ours: dict[str, Any], theirs: dict[str, Any]) -> list[str]:
+    """What the rewrite decides that differs between two stored pods: each container's
+    resources, the node selector, affinity and tolerations, and the annotations."""
+    mine, other = _decided(ours), _decided(theirs)
+    return [name for name in mine if mine[name] != other[name]]
+
+
 def _behaves(variants: Variants, variant: str) -> bool:
     """`variant` admits the seed pod, rewritten (not, for `none`), and only lwgpu's own
     namespace reaches lwgpu."""
@@ -166,4 +196,9 @@ def registered(
                 interval=0.5,
                 what=f"the {variant} variant deciding {namespace(variant)}",
             )
+        if "lwgpu" in variants.names:
+            ours = stored(plane, "lwgpu")
+            variants.differences = {
+                v: differences(ours, stored(plane, v)) for v in variants.names if v in ("go", "map")
+            }
         yield variants
