@@ -8,7 +8,7 @@ PYTHON ?= python3
 VENV ?= .venv
 PY := $(VENV)/bin/python
 
-.PHONY: run test test-fast lint typecheck fmt check ci helm chart-files image-test attacks-fast cluster cluster-up bench
+.PHONY: run test test-fast lint typecheck fmt check ci helm chart-files image-test attacks-fast cluster cluster-up bench cel-cost
 
 # Under requirements.lock's versions as constraints: the tests run the versions the image
 # installs. Its hashes are left out here: a hash in a constraints file turns on pip's
@@ -93,3 +93,11 @@ cluster-up: cluster
 # Quiet the machine first: its load is printed before and after. Needs wrk and go.
 bench: cluster
 	$(PY) -m tools.bench.run
+
+# The CEL cost of the admission policies `lwgpu policy compile` prints for policies/, on the
+# 100-container pod of the final-state tests, counted with kube-apiserver's own code
+# (tools/cel_cost.py builds tools/celcost/ into build/celcost/ once). Needs go.
+cel-cost: $(VENV)/.installed
+	@mkdir -p build/celcost
+	$(PY) -c 'import json, sys; from tests.cluster.test_final_state import BIG_POD; json.dump(BIG_POD, sys.stdout)' > build/celcost/big-pod.json
+	$(PY) -m tools.cel_cost --pod build/celcost/big-pod.json
