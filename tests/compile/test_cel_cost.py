@@ -11,6 +11,8 @@ runs reuse it while its sources are unchanged.
 from __future__ import annotations
 
 import os
+import re
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -18,7 +20,8 @@ import pytest
 from tests.cluster.test_final_state import BIG_POD, UNREWRITTEN
 from tests.support.builders import container, pod
 from tests.support.paths import SHIPPED_POLICY
-from tools.cel_cost import Unavailable, measure, pods, render
+from tools.cel_cost import SOURCE, Unavailable, measure, pods, render
+from tools.cluster.binaries import BUILD_SCRIPT, KUBE_VERSION
 
 CHECK, REWRITE = "ValidatingAdmissionPolicy", "MutatingAdmissionPolicy"
 # k8s.io/apiserver/pkg/apis/cel/config.go: PerCallLimit, RuntimeCELCostBudget,
@@ -98,3 +101,20 @@ def test_a_pod_the_webhook_leaves_alone_is_measured_as_sent_only():
 
     assert list(pods(SHIPPED_POLICY, plain)) == ["as sent"]
     assert list(pods(SHIPPED_POLICY, BIG_POD)) == ["as sent", "rewritten"]
+
+
+def _pins(go_mod: Path) -> set[str]:
+    """The replace directives and the k8s.io/kubernetes requirement of a go.mod."""
+    text = go_mod.read_text()
+    kubernetes = re.search(r"^\s*(?:require )?k8s\.io/kubernetes (v\S+)", text, re.MULTILINE)
+    assert kubernetes, go_mod
+    return {f"k8s.io/kubernetes {kubernetes[1]}"} | set(re.findall(r"^replace .*$", text, re.M))
+
+
+def test_the_go_module_counts_with_the_control_planes_kubernetes():
+    """The cost is counted by the code of the kube-apiserver the cluster tests run: the same
+    version, and the same staging modules pinned (tools/cluster/kube/go.mod)."""
+    ours = _pins(SOURCE / "go.mod")
+
+    assert ours == _pins(BUILD_SCRIPT.parent / "kube" / "go.mod")
+    assert f"k8s.io/kubernetes {KUBE_VERSION}" in ours
