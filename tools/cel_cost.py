@@ -45,14 +45,14 @@ class Unavailable(Exception):
 
 def build() -> Path:
     """The celcost binary, built unless the one in build/ is from the same sources."""
-    go = shutil.which("go")
-    if go is None:
-        raise Unavailable(NO_GO)
     digest = hashlib.sha256()
     for path in [SOURCE / "go.mod", SOURCE / "go.sum", *sorted(SOURCE.glob("*.go"))]:
         digest.update(path.name.encode() + b"\0" + path.read_bytes())
     if BINARY.is_file() and STAMP.is_file() and STAMP.read_text() == digest.hexdigest():
         return BINARY
+    go = shutil.which("go")
+    if go is None:
+        raise Unavailable(NO_GO)
     BUILD.mkdir(parents=True, exist_ok=True)
     env = {
         **os.environ,
