@@ -96,15 +96,15 @@ def cells(row: dict[str, Any]) -> list[str]:
     """A row of any group as the common columns: load, fault, failed, admitted unrewritten,
     recovery (s), note."""
     note = str(row.get("note", ""))
+    failed = row.get("failed", row.get("failures", ""))
     if "creates" in row:  # through the apiserver
         load = f"{row['load']}, {row['creates']} creates"
     elif "requests" in row:  # reviews over loopback: the kinds of failure, the master
-        load = f"{row['requests']} reviews over loopback"
+        load, failed = f"{row['requests']} reviews over loopback", row["failures"]
         kinds = [f"{row[f'failed_{kind}']} {kind}" for kind in KINDS if row[f"failed_{kind}"]]
         note = "; ".join([*kinds, f"master: {row.get('master', '')}", note])
     else:
         load = str(row.get("load", ""))
-    failed = row.get("failed", row.get("failures", ""))
     return [
         load,
         str(row["fault"]),
