@@ -311,7 +311,11 @@ def validations() -> list[Validation]:
             " || !variables.boundToNode || !variables.rewritable || variables.changes == 0",
             "message": "lwgpu: the pod is bound to a node but must be placed on a lightweight"
             " GPU class; remove spec.nodeName",
-            "messageExpression": "'lwgpu: ' + variables.fieldPrefix + 'spec.nodeName: the pod is"
+            # The apiserver evaluates every messageExpression on every request, not only for a
+            # refusal (policy/validating/validator.go, Validate): unguarded, this one fails
+            # ("no such key: nodeName") on each unbound pod, and costs a lookup for nothing.
+            "messageExpression": "!variables.boundToNode ? '' : "
+            "'lwgpu: ' + variables.fieldPrefix + 'spec.nodeName: the pod is"
             f" bound to node \\'' + {short(NODE)} + '\\' but must be placed on lightweight GPU"
             " class ' + variables.classNames[variables.choice] + '; remove spec.nodeName'",
         },
