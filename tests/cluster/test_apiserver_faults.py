@@ -16,9 +16,12 @@ stopped) and test_a_review_is_answered_while_the_api_server_is_stalled below.
 
 from __future__ import annotations
 
+import contextlib
 import logging
+import socket
 import threading
 import time
+from collections.abc import Iterator
 
 import pytest
 from kubernetes import client
@@ -100,6 +103,82 @@ def test_label_node_says_an_outage_once_and_that_it_ended_once(
     assert f"{down}connection refused; retrying every 0.1s" in failures
     assert len(set(failures)) == len(failures) <= 3  # a stopping apiserver may reset first
     assert lines.count("label-node: the API server answers again") == 1
+
+
+@contextlib.contextmanager
+def closing_listener(port: int) -> Iterator[None]:
+    """On `port`, what a load balancer with no backend does: accept, then close at once."""
+    listener = socket.create_server(("127.0.0.1", port))
+    done = threading.Event()
+
+    def serve() -> None:
+        while not done.is_set():
+            with contextlib.suppress(OSError):
+                listener.accept()[0].close()
+
+    thread = threading.Thread(target=serve, daemon=True)
+    thread.start()
+    try:
+        yield
+    finally:
+        done.set()
+        listener.shutdown(socket.SHUT_RDWR)
+        listener.close()
+        thread.join(10)
+
+
+def test_causes_that_alternate_are_each_said_once(control_plane, own_nodes, kube_requests, caplog):
+    """The apiserver stopped (connection refused), then a listener on its port that closes
+    each connection, then nothing again: the inventory and the labeller say each cause once,
+    not once per change of cause (before, "connection refused" was said again after the
+    other), and once that the API server answers again."""
+    node = own_nodes.create("alternating", {"kubernetes.io/os": "linux"})
+    core = client.CoreV1Api(kube_requests.follow(control_plane.api()))
+    labelling = client.CoreV1Api(kube_client.api_client(str(control_plane.kubeconfig)))
+    port = int(control_plane.server.rsplit(":", 1)[1])
+    lines, stop = [], threading.Event()
+    labelled = threading.Thread(
+        target=labeller.run, args=(labelling, node, LABELS, 0.1, stop, lines.append)
+    )
+
+    def refused() -> bool:
+        return any("connection refused" in m for m in messages(caplog, logging.WARNING)) and any(
+            "connection refused" in line for line in lines
+        )
+
+    def attempts(count: int) -> None:
+        tried = len(kube_requests.sent)
+        wait_for(lambda: len(kube_requests.sent) >= tried + count, 60, what=f"{count} attempts")
+
+    with caplog.at_level(logging.DEBUG, logger=LOG):
+        inventory = NodeInventory(core, backoff=(0.05, 0.1), watch_timeout_s=1).start()
+        labelled.start()
+        try:
+            assert inventory.wait_synced(60)
+            assert wait_for(lambda: own_nodes.labels(node).get(MEM) == "2048MiB", timeout=60)
+            stopping = stopped_apiserver(control_plane)
+            try:
+                wait_for(refused, 60, what="connection refused, said")
+                stopping.join(60)  # its port is free
+                with closing_listener(port):
+                    attempts(10)
+                caplog.clear()
+                lines.clear()
+                attempts(10)  # connection refused again
+                said = [line for line in lines if "unreachable" in line]
+                again = messages(caplog, logging.WARNING) + said
+            finally:
+                stopping.join(60)
+                control_plane.restart_apiserver()
+            wait_for(lambda: "answers again" in caplog.text, 60, what="the inventory back")
+            wait_for(lambda: "label-node: the API server answers again" in lines, 60)
+        finally:
+            stop.set()
+            inventory.stop()
+            labelled.join(30)
+    assert again == []
+    back = f"node inventory: the API server {control_plane.server} answers again"
+    assert messages(caplog, logging.INFO).count(back) == 1
 
 
 def test_label_node_once_on_a_dead_address_is_one_line(tmp_path, monkeypatch, capsys, caplog):

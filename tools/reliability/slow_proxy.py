@@ -59,8 +59,12 @@ class SlowProxy:
         while not self._closed.is_set():
             try:
                 client, _ = self._listener.accept()
+            except OSError:
+                continue
+            try:
                 server = socket.create_connection(self.upstream, timeout=10)
             except OSError:
+                client.close()  # as a TCP load balancer with no backend: accepted, then closed
                 continue
             server.settimeout(None)
             with self._lock:

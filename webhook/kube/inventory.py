@@ -7,8 +7,9 @@ Node would carry the CPU nodes' status too), and keeps the classes of the nodes 
 together as a snapshot of `Profile`s: a node carrying both labels is in both lists, one node
 (`webhook.scheduling.profiles_from_labels`). Reviews only ever read that snapshot: the watch never
 runs in the request path, and an unreachable API server leaves the last snapshot in place
-(its age is what `/metrics` shows). Failures are retried with backoff and logged once when
-they start (address and cause in a few words) and once when the API server answers again.
+(its age is what `/metrics` shows). Failures are retried with backoff; each cause (address
+and cause in a few words) is logged once until the API server answers again, which is logged
+once too.
 A 403 is no outage but an install without the Node grant: it is an error, naming the
 permission and the fix, and said again every few minutes for as long as it lasts.
 """
@@ -71,8 +72,8 @@ class NodeInventory:
         self._lock = threading.RLock()
         self._stop = threading.Event()
         self._synced = threading.Event()
-        self._failing: str | None = None  # the cause last logged, while requests fail
-        self._logged_at = 0.0  # and when (monotonic)
+        # The causes logged since requests began to fail, and when each was (monotonic).
+        self._failing: dict[str, float] = {}
         self._watches: dict[str, watch.Watch] = {}
         self._threads = [
             threading.Thread(
@@ -206,26 +207,29 @@ class NodeInventory:
         return str(self._core.api_client.configuration.host)
 
     def _failed(self, cause: str, delay: float, forbidden: bool) -> None:
-        # One warning when the failure starts or its cause changes; the retries in between
-        # (of every thread) are debug lines, so an API server that is away for hours costs one
-        # log line. A refusal is the install's to fix, not the network's: an error, repeated
-        # now and then so that it is still in the log when someone looks for why nothing was
-        # discovered.
+        # One warning for each cause of a failure, the first time it is met until the API
+        # server answers again; the retries in between (of every thread) are debug lines, so an
+        # API server that is away for hours costs one log line, or one per cause where they
+        # alternate (a load balancer with no apiserver behind it resets some connections and
+        # lets others reach the TLS handshake). A refusal is the install's to fix, not the
+        # network's: an error, repeated now and then so that it is still in the log when
+        # someone looks for why nothing was discovered.
         with self._lock:
             now = time.monotonic()
-            reminded = forbidden and now - self._logged_at >= self._remind_s
-            if cause == self._failing and not reminded:
+            said = self._failing.get(cause)
+            reminded = forbidden and said is not None and now - said >= self._remind_s
+            if said is not None and not reminded:
                 LOG.debug("node inventory: still %s; retrying in %.2fs", cause, delay)
                 return
-            self._failing, self._logged_at = cause, now
+            self._failing[cause] = now
             kept = "keeping the last snapshot" if self._synced.is_set() else "no nodes listed yet"
             level = logging.ERROR if forbidden else logging.WARNING
             LOG.log(level, "node inventory: %s; %s, retrying in %.2fs", cause, kept, delay)
 
     def _answered(self) -> None:
         with self._lock:
-            if self._failing is not None:
-                self._failing = None
+            if self._failing:
+                self._failing = {}
                 LOG.info("node inventory: the API server %s answers again", self._host())
 
 

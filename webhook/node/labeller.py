@@ -79,25 +79,25 @@ def run(
     """Apply the labels once (interval None) or every `interval` seconds until `stop` is set.
 
     Once: False on an API failure. With an interval, failures are retried at the next tick
-    (the API server may be briefly away) and logged once per cause, not once per tick: an
-    apiserver away for hours costs one line, and one more when it answers again. Returns True
-    when stopped.
+    (the API server may be briefly away) and each cause is logged once until the API server
+    answers again, not once per tick: an apiserver away for hours costs a line per cause, and
+    one more when it answers again. Returns True when stopped.
     """
-    failing: str | None = None  # the failure last logged, while attempts fail
+    failing: set[str] = set()  # the failures logged since attempts began to fail
     while True:
         try:
             changed = ensure_labels(core, node, labels)
         except LabelError as err:
-            if str(err) != failing:
+            if str(err) not in failing:
                 retrying = f"; retrying every {interval:g}s" if interval is not None else ""
                 log(f"label-node: {err}{retrying}")
-            failing = str(err)
+            failing.add(str(err))
             if interval is None:
                 return False
         else:
-            if failing is not None:
+            if failing:
                 log("label-node: the API server answers again")
-            failing = None
+            failing.clear()
             shown = ", ".join(f"{key}={value}" for key, value in labels.items())
             log(f"label-node: {node}: {'labels set' if changed else 'labels current'}: {shown}")
         if interval is None or stop.wait(interval):
