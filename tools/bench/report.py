@@ -159,6 +159,7 @@ def targets(results: dict[str, Any]) -> list[dict[str, Any]]:
         )
     checks += end_to_end_targets(results.get("e2e", {}))
     checks += report_apiserver.targets(results.get("apiserver", {}))
+    checks += report_replica.targets(results)
     if "growth" in results:
         k = results["growth"]["fits"]["decision"]["exponent"]
         checks.append(

@@ -7,6 +7,11 @@ from typing import Any
 
 from .report_e2e import table
 
+# Issue 30's targets for one replica (master + 2 workers) and for the Node inventory.
+TARGET_REPLICA_RSS_MIB = 110.0
+TARGET_READY_S = 1.5
+TARGET_INVENTORY_MIB = 30.0
+
 
 def startup(result: dict[str, Any]) -> list[str]:
     """Seconds from start to the first /readyz 200, per way of starting."""
@@ -96,3 +101,40 @@ def namespaces(result: dict[str, Any]) -> list[str]:
             ],
         ),
     ]
+
+
+def targets(results: dict[str, Any]) -> list[dict[str, Any]]:
+    """Issue 30's targets for a replica's cost and the inventory that this run measured."""
+    checks = []
+    if "memory" in results:
+        sample = results["memory"]["samples"][-1]
+        checks.append(
+            {
+                "target": f"RSS master + workers ≤ {TARGET_REPLICA_RSS_MIB:g} MiB after "
+                f"{sample['reviews']} reviews",
+                "measured": f"{sample['rss_mib']} MiB",
+                "met": sample["rss_mib"] <= TARGET_REPLICA_RSS_MIB,
+            }
+        )
+    checkout = results.get("startup", {}).get("variants", {}).get("checkout")
+    if checkout:
+        checks.append(
+            {
+                "target": f"ready ≤ {TARGET_READY_S:g} s from the checkout",
+                "measured": f"{checkout['median_s']} s",
+                "met": checkout["median_s"] <= TARGET_READY_S,
+            }
+        )
+    rows = results.get("inventory", {}).get("rows", [])
+    if len(rows) > 1 and rows[0]["nodes"] == 0:
+        first, last = rows[0], rows[-1]
+        grown = max(last["memory"]["worker_rss_mib"]) - max(first["memory"]["worker_rss_mib"])
+        checks.append(
+            {
+                "target": f"{last['nodes']:,} Nodes: worker RSS ≤ {TARGET_INVENTORY_MIB:g} MiB "
+                "more than with none",
+                "measured": f"+{grown:.1f} MiB",
+                "met": grown <= TARGET_INVENTORY_MIB,
+            }
+        )
+    return checks
