@@ -33,9 +33,9 @@ from tools.reliability import faults, rollout, rotation
 from tools.reliability.report import KINDS
 
 OUT = REPO / "bench-results" / "reliability.json"
-# The part-4 module (apiserver and etcd faults). Wired when it exposes `SCENARIOS` (a mapping
-# whose keys name its scenarios) and `run(names) -> rows`, rows with at least `fault`,
-# `recovery_s` and `note`, the load as `load`, the failures as `failed` or `failures`.
+# The API server and etcd faults. Wired when the module exposes `SCENARIOS` (its scenarios'
+# names) and `run(names) -> rows` (and, optionally, `unmet(names)`), rows with at least
+# `fault` and `recovery_s` (None: not recovered), and `load`, `failed`, `client`, `note`.
 APISERVER_HOOK = "tools.reliability.apiserver_faults"
 
 
@@ -105,12 +105,14 @@ def cells(row: dict[str, Any]) -> list[str]:
         note = "; ".join([*kinds, f"master: {row.get('master', '')}", note])
     else:
         load = str(row.get("load", ""))
+    recovery = row.get("recovery_s")  # None: the change was never seen
+    fault = str(row["fault"]) + (f": {row['client']}" if "client" in row else "")
     return [
         load,
-        str(row["fault"]),
+        fault,
         str(failed),
         str(row.get("unrewritten", "-")),
-        f"{row['recovery_s']:.2f}",
+        "-" if recovery is None else f"{recovery:.2f}",
         note,
     ]
 
