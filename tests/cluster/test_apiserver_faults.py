@@ -41,7 +41,7 @@ from tools.waiting import wait_for
 from webhook.cli import main
 from webhook.kube import client as kube_client
 from webhook.kube.client import DEFAULT_TIMEOUT_S
-from webhook.kube.inventory import NodeInventory
+from webhook.kube.inventory import WAS_ALLOWED, NodeInventory
 from webhook.node import labeller
 from webhook.scheduling import MEMORY_LABELS
 
@@ -237,6 +237,39 @@ def test_throttled_inventory_says_429_once_and_follows_the_nodes_after(
     assert messages(caplog, logging.INFO) == [
         f"node inventory: the API server {host} answers again"
     ]
+
+
+def test_a_refusal_after_the_nodes_were_listed_is_a_warning_saying_why(
+    control_plane, service_accounts, namespace, caplog
+):
+    """A 403 once the Nodes were listed is not an install without the grant: right after a
+    restart, kube-apiserver refuses until it has read its RBAC bindings (measured by
+    tools/reliability/apiserver_faults.py), or the grant was removed, as here. A warning that
+    says so, not the install's error and fix; once the grant is back, the API server answers."""
+    kubeconfig = service_accounts.create("webhook")
+    service_accounts.grant("webhook", DISCOVERY, "lwgpu-discovery")
+    binding = f"{namespace.name}-lwgpu-discovery"
+    core = client.CoreV1Api(kube_client.api_client(str(kubeconfig)))
+    with caplog.at_level(logging.INFO, logger=LOG):
+        inventory = NodeInventory(core, backoff=(0.05, 0.2), watch_timeout_s=1).start()
+        try:
+            assert inventory.wait_synced(60)
+            control_plane.kubectl("delete", "clusterrolebinding", binding)
+            wait_for(lambda: messages(caplog, logging.WARNING), 60, what="the refusal said")
+            control_plane.kubectl(
+                "create", "clusterrolebinding", binding, f"--clusterrole={binding}",
+                f"--serviceaccount={namespace.name}:webhook",
+            )  # fmt: skip
+            wait_for(lambda: "answers again" in caplog.text, 60, what="the grant back")
+        finally:
+            inventory.stop()
+    refused = (
+        f"node inventory: API server {core.api_client.configuration.host} answered 403"
+        f' Forbidden: nodes is forbidden: User "system:serviceaccount:{namespace.name}:webhook"'
+    )
+    warnings = messages(caplog, logging.WARNING)
+    assert warnings and all(w.startswith(refused) and WAS_ALLOWED in w for w in warnings)
+    assert messages(caplog, logging.ERROR) == []
 
 
 def test_after_etcd_compaction_the_resumed_watch_gets_410_and_lists_again(

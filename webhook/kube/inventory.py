@@ -10,8 +10,9 @@ runs in the request path, and an unreachable API server leaves the last snapshot
 (its age is what `/metrics` shows). Failures are retried with backoff; each cause (address
 and cause in a few words) is logged once until the API server answers again, which is logged
 once too.
-A 403 is no outage but an install without the Node grant: it is an error, naming the
-permission and the fix, and said again every few minutes for as long as it lasts.
+A 403 from the start is no outage but an install without the Node grant: it is an error,
+naming the permission and the fix, and said again every few minutes for as long as it lasts;
+a 403 after the nodes were listed is a warning that says what likely caused it.
 """
 
 from __future__ import annotations
@@ -39,7 +40,15 @@ FORBIDDEN_FIX = (
     " install the discovery option (kubectl apply -k deploy/overlays/discovery/, or the"
     " chart's discovery.enabled=true); serving the static profiles meanwhile"
 )
-# How often a refusal that lasts is said again, as an error.
+# A refusal after the nodes were listed: the grant was there. A kube-apiserver that has just
+# started answers before it has read its RBAC bindings (until then its /readyz fails
+# `informer-sync`, staging/src/k8s.io/apiserver/pkg/server/healthz/healthz.go) and refuses
+# meanwhile: measured here, a 403 right after a restart (tools/reliability/apiserver_faults.py).
+WAS_ALLOWED = (
+    "nodes were listed until now: an API server that has just started refuses until it has"
+    " read its RBAC rules, or the grant was removed"
+)
+# How often a refusal that lasts is said again.
 REMIND_S = 300.0
 
 
@@ -193,7 +202,8 @@ class NodeInventory:
                 forbidden = err.status == 403
                 cause = f"API server {self._host()} answered {err.status} {err.reason}"
                 if forbidden:
-                    cause = f"{cause}: {refusal(err)}; {FORBIDDEN_FIX}"
+                    fix = WAS_ALLOWED if self._synced.is_set() else FORBIDDEN_FIX
+                    cause = f"{cause}: {refusal(err)}; {fix}"
             except (urllib3_exceptions.HTTPError, OSError) as err:
                 forbidden = False
                 cause = f"cannot reach the API server {self._host()}: {failure(err)}"
@@ -223,7 +233,8 @@ class NodeInventory:
                 return
             self._failing[cause] = now
             kept = "keeping the last snapshot" if self._synced.is_set() else "no nodes listed yet"
-            level = logging.ERROR if forbidden else logging.WARNING
+            # a refusal from the start is the install's; one after nodes were listed, likely not
+            level = logging.ERROR if forbidden and not self._synced.is_set() else logging.WARNING
             LOG.log(level, "node inventory: %s; %s, retrying in %.2fs", cause, kept, delay)
 
     def _answered(self) -> None:
