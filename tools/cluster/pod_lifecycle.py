@@ -16,24 +16,23 @@ and go: it starts, marks ready and stops the webhook's own pods; no other pod st
   first process, SIGKILL to all of them when the grace period ends. The pod is reported not
   Ready when its server gets SIGTERM; then its terminal status is posted and the object
   deleted with grace 0 and its UID as precondition, as the status manager does once the
-  phase is terminal (pkg/kubelet/status/status_manager.go, `syncPod`, `canBeDeleted`).
-
-- a running pod's Secret and ConfigMap volumes are projected again once their source
-  changed (its `resourceVersion` moved), by kubelet's own `AtomicWriter` (`Kubelet.
-  sync_volumes`: the `..data` symlink swap of pkg/volume/util/atomic_writer.go,
-  `AtomicWriter.Write`), as kubelet's periodic pod sync remounts them (pkg/volume/secret/
-  secret.go, `SetUpAt`; `RequiresRemount` is true for Secret and ConfigMap volumes). A
-  source that is missing or unreadable leaves the volume as it was, as kubelet's failed
-  `SetUpAt` does, and is tried again the next round (`remount_failures` counts those).
+  phase is terminal (pkg/kubelet/status/status_manager.go, `syncPod`, `canBeDeleted`);
+- a running pod's Secret and ConfigMap volumes are projected again once a source changed
+  (its `resourceVersion` moved), by kubelet's own `AtomicWriter` (`Kubelet.sync_volumes`:
+  the `..data` symlink swap of pkg/volume/util/atomic_writer.go, `AtomicWriter.Write`), as
+  kubelet's periodic pod sync remounts them (pkg/volume/secret/secret.go, `SetUpAt`;
+  `RequiresRemount` is true for Secret and ConfigMap volumes). A source that is missing or
+  unreadable leaves the volume as it was, as kubelet's failed `SetUpAt` does, and is tried
+  again the next round (`remount_failures` counts those).
 
 What it does not do: run any other pod, restart a container that exits, run liveness
 probes, wait kubelet's sync period (1 min, `--sync-frequency`) and its Secret cache before
 a remount (here the next round, 0.2 s, projects a change), or probe readiness after a pod
-is Ready (kubelet learns that a stopping server is
-not ready from its next failed probe; here the status says so at SIGTERM, which changes
-only the endpoint's `serving` condition: `ready` is false from the deletion on, endpointslice
-utils.go `podToEndpoint`). Of the `preStop` handlers it runs the `sleep` action only, the one
-the shipped Deployment uses; another is reported as an error.
+is Ready (kubelet learns that a stopping server is not ready from its next failed probe;
+here the status says so at SIGTERM, which changes only the endpoint's `serving` condition:
+`ready` is false from the deletion on, endpointslice utils.go `podToEndpoint`). Of the
+`preStop` handlers it runs the `sleep` action only, the one the shipped Deployment uses;
+another is reported as an error.
 """
 
 from __future__ import annotations
