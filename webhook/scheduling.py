@@ -49,6 +49,18 @@ SHARING_NODE_KEYS = ("ack.node.gpu.schedule",)
 MEMORY_LABELS = (MEM_LABEL, GFD_MEMORY_LABEL)
 # The labels that name a node's GPU, in the same order.
 NAME_LABELS = (NAME_LABEL, GFD_PRODUCT_LABEL)
+# Every label `profiles_from_labels` reads besides its `sharing_keys` (`memory_mib`,
+# `shared_by`, `looks_lightweight`, the agreed names): the node inventory holds only these of
+# each Node (`class_labels`); tests/scheduling/test_class_labels.py records what the
+# functions read, so a label read here and missing there fails it.
+CLASS_LABELS = (
+    *MEMORY_LABELS,
+    *NAME_LABELS,
+    COUNT_LABEL,
+    GFD_COUNT_LABEL,
+    GFD_SHARING_LABEL,
+    GFD_REPLICAS_LABEL,
+)
 
 
 def memory_mib(labels: Mapping[str, str]) -> int | None:
@@ -87,6 +99,14 @@ def looks_lightweight(
         and shared_by(labels) is None
         and not any(key in labels for key in sharing_keys)
     )
+
+
+def class_labels(
+    labels: Mapping[str, str], sharing_keys: Iterable[str] = SHARING_NODE_KEYS
+) -> tuple[tuple[str, str], ...]:
+    """The (key, value) pairs of `labels` that `profiles_from_labels` reads, in key order:
+    nodes with equal pairs are alike to it, whatever else they carry."""
+    return tuple(sorted((k, labels[k]) for k in {*CLASS_LABELS, *sharing_keys} if k in labels))
 
 
 def profiles_from_labels(
@@ -143,7 +163,10 @@ def _selected(
     for labels in nodes:
         key = next(k for k in MEMORY_LABELS if memory_mib({k: labels.get(k, "")}) is not None)
         split[key, labels[key]].append(labels)
-    return [(key, value, own) for (key, value), own in split.items()]
+    # In label order, the shortest spelling first ("2048MiB" before "02048MiB"): the first
+    # keeps the plain name, whatever order the nodes were listed in.
+    order = sorted(split, key=lambda kv: (MEMORY_LABELS.index(kv[0]), len(kv[1]), kv[1]))
+    return [(key, value, split[key, value]) for key, value in order]
 
 
 def required_terms(spec: KubeObject) -> list[Any]:
