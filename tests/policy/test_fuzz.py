@@ -57,7 +57,9 @@ def check_load(text: str) -> str:
     assert all(matches), f"an error names no document/field or line: {errors}"[:2000]
     named = [int(m["doc"]) for m in matches if m["doc"] is not None]
     if named:
-        assert max(named) < len(list(yaml.load_all(text, Loader=FAST_LOADER)))
+        # Composed, not constructed: PyYAML's own constructors refuse scalars kubectl reads
+        # as strings (a lone `=` is YAML 1.1's value tag), which the loader reads as kubectl.
+        assert max(named) < len(list(yaml.compose_all(text, Loader=FAST_LOADER)))
     if not errors:
         return "valid" if policies else "no-documents"
     return "bad-yaml" if " not valid YAML: " in errors[0] else "bad-policy"
