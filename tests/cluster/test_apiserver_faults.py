@@ -1,130 +1,52 @@
-"""lwgpu's API clients while the real kube-apiserver (and its etcd) misbehave: the node
-inventory behind `discoverProfiles`, `label-node` and `certs install`, on the session's control
-plane (tests/support/cluster.py).
+"""lwgpu's API clients while the real kube-apiserver (and its etcd) misbehave, on the
+session's control plane (tests/support/cluster.py): here the node inventory behind
+`discoverProfiles` and the reviews it serves; `label-node` in test_apiserver_faults_labeller.py,
+`certs install` in test_apiserver_faults_certs.py.
 
 The faults are real: kube-apiserver stopped and started again; etcd compacted below the
 inventory's resourceVersion while the apiserver's watch cache for Nodes is off, so the watch
 resumed from it gets 410 Gone from etcd itself; API Priority and Fairness rejecting with 429
-(tools/reliability/throttle.py). Only the slow network is imitated, by a delaying TCP proxy
-between the client and the apiserver (tools/reliability/slow_proxy.py). Each test asserts how
-many lines the failure logged (one per cause, not one per retry), that the Nodes are followed
-again afterwards, and, for `certs install`, that every caBundle still verifies the serving
-certificate (tests/certs/interrupted.py's invariant) and the next run completes.
-That reviews never wait on the API server is tests/server/test_discovery.py's (apiserver
-stopped) and test_a_review_is_answered_while_the_api_server_is_stalled below.
+(tools/reliability/throttle.py); a refusal once the grant is gone. Only the slow network is
+imitated, by a delaying TCP proxy between the client and the apiserver (tools/reliability/
+slow_proxy.py). Each test asserts how many lines the failure logged (each cause once, not
+once per retry) and that the Nodes are followed again afterwards. That reviews never wait on
+the API server is tests/server/test_discovery.py's (apiserver stopped) and
+test_a_review_is_answered_while_the_api_server_is_stalled below.
 """
 
 from __future__ import annotations
 
-import contextlib
 import logging
-import socket
 import threading
 import time
-from collections.abc import Iterator
 
-import pytest
 from kubernetes import client
 
-from certs.errors import CertError
-from certs.install import install
-from tests.certs.install_cluster import Cluster
-from tests.certs.interrupted import CaNames, observe
-from tests.fakes.nvml import FakeNVML
+from tests.cluster.apiserver_faults_support import (
+    DISCOVERY,
+    LABELS,
+    LOG,
+    closing_listener,
+    messages,
+    stopped_apiserver,
+)
 from tests.server.test_discovery import selectors
 from tests.support.builders import MEM, NAME
 from tests.support.paths import REPO
-from tools.loopback.server import free_port, serving
+from tools.loopback.server import serving
 from tools.reliability.slow_proxy import SlowProxy
 from tools.reliability.throttle import throttled
 from tools.waiting import wait_for
-from webhook.cli import main
 from webhook.kube import client as kube_client
 from webhook.kube.client import DEFAULT_TIMEOUT_S
 from webhook.kube.inventory import WAS_ALLOWED, NodeInventory
 from webhook.node import labeller
 from webhook.scheduling import MEMORY_LABELS
 
-LOG = "webhook.kube.inventory"
-DISCOVERY = "../components/discovery/discovery.yaml"
-LABELS = {"aliyun.accelerator/nvidia_count": "1", MEM: "2048MiB", NAME: "GRID-P4-2Q"}
-WRITES = {"POST", "PUT", "PATCH", "DELETE"}
-
 
 def classes(inventory: NodeInventory, *mems: str) -> list[str]:
     """The inventory's classes among `mems` (the test's own nvidia_mem values)."""
     return [p.node_selector[MEM] for p in inventory.profiles() if p.node_selector[MEM] in mems]
-
-
-def messages(caplog: pytest.LogCaptureFixture, level: int) -> list[str]:
-    """The inventory's log lines at exactly `level`."""
-    return [r.getMessage() for r in caplog.records if r.name == LOG and r.levelno == level]
-
-
-def stopped_apiserver(plane):
-    """Stop kube-apiserver aside (its grace period takes a while); the caller starts it again
-    from its own thread: components start with PR_SET_PDEATHSIG, which fires when the thread
-    that started them ends."""
-    stopping = threading.Thread(target=plane.stop, args=("kube-apiserver",))
-    stopping.start()
-    return stopping
-
-
-def test_label_node_says_an_outage_once_and_that_it_ended_once(
-    own_nodes, control_plane, kube_requests
-):
-    """With --interval the labeller retries every tick while the apiserver is down; it says
-    so once, with the cause in a few words, and once that the apiserver answers again. Before,
-    it logged every tick, each line with urllib3's message naming a new connection object."""
-    node = own_nodes.create("outage", {"kubernetes.io/os": "linux"})
-    core = client.CoreV1Api(kube_client.api_client(str(control_plane.kubeconfig)))
-    lines, stop = [], threading.Event()
-    thread = threading.Thread(
-        target=labeller.run, args=(core, node, LABELS, 0.1, stop, lines.append)
-    )
-    thread.start()
-    try:
-        assert wait_for(lambda: own_nodes.labels(node).get(MEM) == "2048MiB", timeout=60)
-        stopping = stopped_apiserver(control_plane)
-        try:
-            wait_for(lambda: any("unreachable" in line for line in lines), 60, what="the outage")
-            tried = len(kube_requests.sent)
-            wait_for(lambda: len(kube_requests.sent) >= tried + 5, 60, what="5 more attempts")
-        finally:
-            stopping.join(60)
-            control_plane.restart_apiserver()
-        own_nodes.relabel(node, dict.fromkeys(LABELS))
-        assert wait_for(lambda: own_nodes.labels(node).get(MEM) == "2048MiB", timeout=60)
-    finally:
-        stop.set()
-        thread.join(30)
-    failures = [line for line in lines if "unreachable" in line]
-    down = f"label-node: API server {core.api_client.configuration.host} unreachable: "
-    assert f"{down}connection refused; retrying every 0.1s" in failures
-    assert len(set(failures)) == len(failures) <= 3  # a stopping apiserver may reset first
-    assert lines.count("label-node: the API server answers again") == 1
-
-
-@contextlib.contextmanager
-def closing_listener(port: int) -> Iterator[None]:
-    """On `port`, what a load balancer with no backend does: accept, then close at once."""
-    listener = socket.create_server(("127.0.0.1", port))
-    done = threading.Event()
-
-    def serve() -> None:
-        while not done.is_set():
-            with contextlib.suppress(OSError):
-                listener.accept()[0].close()
-
-    thread = threading.Thread(target=serve, daemon=True)
-    thread.start()
-    try:
-        yield
-    finally:
-        done.set()
-        listener.shutdown(socket.SHUT_RDWR)
-        listener.close()
-        thread.join(10)
 
 
 def test_causes_that_alternate_are_each_said_once(control_plane, own_nodes, kube_requests, caplog):
@@ -179,28 +101,6 @@ def test_causes_that_alternate_are_each_said_once(control_plane, own_nodes, kube
     assert again == []
     back = f"node inventory: the API server {control_plane.server} answers again"
     assert messages(caplog, logging.INFO).count(back) == 1
-
-
-def test_label_node_once_on_a_dead_address_is_one_line(tmp_path, monkeypatch, capsys, caplog):
-    """`label-node` once, nothing listening: one line with the cause, exit 1. urllib3 retried
-    the connection three times and warned each time; those warnings are not the labeller's."""
-    FakeNVML([("GRID P4-2Q", 2048 * 2**20)]).install(monkeypatch)
-    server = f"https://127.0.0.1:{free_port()}"
-    dead = tmp_path / "dead.kubeconfig"
-    dead.write_text(
-        '{"apiVersion": "v1", "kind": "Config", "current-context": "c", "clusters": [{"name":'
-        f' "c", "cluster": {{"server": "{server}", "insecure-skip-tls-verify": true}}}}],'
-        ' "users": [{"name": "u", "user": {}}],'
-        ' "contexts": [{"name": "c", "context": {"cluster": "c", "user": "u"}}]}'
-    )
-    monkeypatch.setenv("KUBECONFIG", str(dead))
-    with caplog.at_level(logging.DEBUG):
-        assert main(["label-node", "--node", "gpu-1"]) == 1
-    assert [r.getMessage() for r in caplog.records if r.levelno >= logging.WARNING] == []
-    assert (
-        capsys.readouterr().err
-        == f"label-node: API server {server} unreachable: connection refused\n"
-    )
 
 
 def test_throttled_inventory_says_429_once_and_follows_the_nodes_after(
@@ -341,93 +241,3 @@ def test_a_review_is_answered_while_the_api_server_is_stalled(
             assert time.monotonic() - began < DEFAULT_TIMEOUT_S[1] / 4
     finally:
         proxy.close()
-
-
-@pytest.fixture
-def installer(control_plane, namespace, service_accounts, tmp_path):
-    """The test's webhook configurations (tests/certs/install_cluster.py) and a kubeconfig of a
-    ServiceAccount bound to cluster-admin, that reaches the apiserver through a SlowProxy: an
-    account, unlike the admin (system:masters is exempt), that APF can throttle."""
-    cluster = Cluster(control_plane, namespace)
-    cluster.create_configs()
-    direct = service_accounts.create("installer")
-    binding = f"{namespace.name}-installer"
-    control_plane.kubectl(
-        "create", "clusterrolebinding", binding, "--clusterrole=cluster-admin",
-        f"--serviceaccount={namespace.name}:installer",
-    )  # fmt: skip
-    host, port = control_plane.server.removeprefix("https://").split(":")
-    proxy = SlowProxy((host, int(port)))
-    kubeconfig = tmp_path / "through-proxy.kubeconfig"
-    kubeconfig.write_text(direct.read_text().replace(control_plane.server, proxy.url))
-    yield cluster, kubeconfig, proxy
-    proxy.close()
-    control_plane.kubectl("delete", "clusterrolebinding", binding)
-    cluster.delete_configs()
-
-
-def install_bounded(cluster, kubeconfig, limit_s: float):
-    """`install` on a client built as the CLI builds it; its result or CertError, or None when
-    it had not ended after `limit_s` (it is left running, on a daemon thread)."""
-    outcome: list = []
-
-    def run() -> None:
-        try:
-            # through the module, so that `kube_requests` follows the client
-            api = kube_client.api_client(str(kubeconfig))
-            outcome.append(
-                install(api, cluster.spec, cluster.places, [cluster.name, cluster.final])
-            )
-        except CertError as err:
-            outcome.append(err)
-
-    thread = threading.Thread(target=run, daemon=True)
-    thread.start()
-    thread.join(limit_s)
-    return outcome[0] if outcome else None
-
-
-@pytest.mark.parametrize("fault", ["stalled network", "throttled"])
-def test_certs_install_gives_up_with_the_cause_and_the_next_run_completes(
-    installer, control_plane, namespace, kube_requests, tmp_path, fault
-):
-    """The fault strikes as the first write leaves. A stalled answer ends at the client's
-    read deadline (`DEFAULT_TIMEOUT_S`; before, the installer waited for ever); a 429 of a
-    PATCH, which urllib3 does not retry, at once. Either way a one-line CertError, the
-    caBundles verify whatever serving certificate is stored, and the next run completes."""
-    cluster, kubeconfig, proxy = installer
-    strikes: list = []
-
-    def strike(sent) -> None:
-        if sent.method in WRITES and not strikes:
-            if fault == "stalled network":
-                proxy.stall()
-                strikes.append(None)
-            else:
-                account = [(namespace.name, "installer")]
-                strikes.append(throttled(control_plane, namespace.name, account, tmp_path))
-                strikes[0].__enter__()
-
-    kube_requests.before.append(strike)
-    began = time.monotonic()
-    try:
-        failed = install_bounded(cluster, kubeconfig, limit_s=4 * DEFAULT_TIMEOUT_S[1])
-        took = time.monotonic() - began
-    finally:
-        kube_requests.before.clear()
-        proxy.resume()
-        for throttle in strikes:
-            if throttle is not None:
-                throttle.__exit__(None, None, None)
-    expected = {
-        "stalled network": "cannot reach the Kubernetes API: timed out",
-        "throttled": "Kubernetes API answered 429 Too Many Requests:"
-        " Too many requests, please try again later.",
-    }[fault]
-    assert isinstance(failed, CertError) and str(failed) == expected, failed
-    assert took < 3 * DEFAULT_TIMEOUT_S[1]
-    names = CaNames()
-    assert observe(cluster, names, tmp_path).verifies is not False
-    done = install_bounded(cluster, kubeconfig, limit_s=60)
-    assert done is not None and not isinstance(done, CertError), done
-    assert observe(cluster, names, tmp_path).verifies is True

@@ -1,0 +1,54 @@
+"""What the tests of lwgpu's API clients under apiserver faults share (test_apiserver_faults*.py):
+the labels the labeller writes, the inventory's log lines, stopping the apiserver, and a
+listener that closes every connection."""
+
+from __future__ import annotations
+
+import contextlib
+import socket
+import threading
+from collections.abc import Iterator
+
+import pytest
+
+from tests.support.builders import MEM, NAME
+
+LOG = "webhook.kube.inventory"
+DISCOVERY = "../components/discovery/discovery.yaml"
+LABELS = {"aliyun.accelerator/nvidia_count": "1", MEM: "2048MiB", NAME: "GRID-P4-2Q"}
+
+
+def messages(caplog: pytest.LogCaptureFixture, level: int) -> list[str]:
+    """The inventory's log lines at exactly `level`."""
+    return [r.getMessage() for r in caplog.records if r.name == LOG and r.levelno == level]
+
+
+def stopped_apiserver(plane):
+    """Stop kube-apiserver aside (its grace period takes a while); the caller starts it again
+    from its own thread: components start with PR_SET_PDEATHSIG, which fires when the thread
+    that started them ends."""
+    stopping = threading.Thread(target=plane.stop, args=("kube-apiserver",))
+    stopping.start()
+    return stopping
+
+
+@contextlib.contextmanager
+def closing_listener(port: int) -> Iterator[None]:
+    """On `port`, what a load balancer with no backend does: accept, then close at once."""
+    listener = socket.create_server(("127.0.0.1", port))
+    done = threading.Event()
+
+    def serve() -> None:
+        while not done.is_set():
+            with contextlib.suppress(OSError):
+                listener.accept()[0].close()
+
+    thread = threading.Thread(target=serve, daemon=True)
+    thread.start()
+    try:
+        yield
+    finally:
+        done.set()
+        listener.shutdown(socket.SHUT_RDWR)
+        listener.close()
+        thread.join(10)
