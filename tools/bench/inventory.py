@@ -5,8 +5,8 @@ labelled as a lightweight node of one of four classes (`aliyun.accelerator/nvidi
 `nvidia_name`, webhook/scheduling.py `profiles_from_labels`). For each count, cumulatively:
 
 - `list_s`: one list of the labelled Nodes, as the inventory lists them
-  (webhook/kube/inventory.py `_list`: `list_node(label_selector=...)` on the kubernetes
-  client), from this process, median of three;
+  (webhook/kube/node_metadata.py `list_labels`: their metadata, in pages), from this
+  process, median of three;
 - a fresh `webhook serve` (2 workers × 8 threads) with the default policy plus
   `discoverProfiles: true`, as the admin (`$KUBECONFIG`): seconds from its /healthz to every
   worker knowing the four classes (`lwgpu_discovery_classes`), and RSS/PSS per process;
@@ -42,6 +42,7 @@ from tools.cluster.controlplane import ControlPlane
 from tools.waiting import wait_for
 from webhook import DEFAULT_POLICIES
 from webhook.api.names import MEM_LABEL, NAME_LABEL
+from webhook.kube import node_metadata
 
 from . import bodies, lineup, procs, timing
 
@@ -129,7 +130,7 @@ def _list_s(plane: ControlPlane) -> float:
     took = []
     for _ in range(3):
         began = time.monotonic()
-        core.list_node(label_selector=MEM_LABEL, _request_timeout=60)
+        node_metadata.list_labels(core, MEM_LABEL)
         took.append(time.monotonic() - began)
     return round(statistics.median(took), 3)
 
