@@ -35,7 +35,7 @@ from tools.reliability.report import KINDS
 OUT = REPO / "bench-results" / "reliability.json"
 # The API server and etcd faults. Wired when the module exposes `SCENARIOS` (its scenarios'
 # names) and `run(names) -> rows` (and, optionally, `unmet(names)`), rows with at least
-# `fault` and `recovery_s` (None: not recovered), and `load`, `failed`, `client`, `note`.
+# `fault` and `recovery_s` (None: not recovered), and `load`, `failed`, `note`.
 APISERVER_HOOK = "tools.reliability.apiserver_faults"
 
 
@@ -106,10 +106,9 @@ def cells(row: dict[str, Any]) -> list[str]:
     else:
         load = str(row.get("load", ""))
     recovery = row.get("recovery_s")  # None: the change was never seen
-    fault = str(row["fault"]) + (f": {row['client']}" if "client" in row else "")
     return [
         load,
-        fault,
+        str(row["fault"]),
         str(failed),
         str(row.get("unrewritten", "-")),
         "-" if recovery is None else f"{recovery:.2f}",
