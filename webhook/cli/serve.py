@@ -91,8 +91,10 @@ def configure(parser: argparse.ArgumentParser) -> None:
         "most 30). The apiserver allows a webhook call timeoutSeconds in all (deploy/ sets 5; "
         "at most 30), so a request slower than that has failed for the apiserver already: "
         "no deadline needs to exceed it. A client past a deadline is disconnected, with a 408 "
-        "when its request had begun. Connections kept alive between requests wait up to "
-        f"{KEEPALIVE_SECONDS} s without holding a thread.",
+        "when its request had begun. A connection with no request started (kept alive between "
+        "requests, or silent since its TLS handshake) waits up to "
+        f"{KEEPALIVE_SECONDS} s without holding a thread: longer than the apiserver's 90 s "
+        "idle timeout, so the apiserver always closes an idle connection first.",
     )
     for flag, default, what in (
         ("--handshake-timeout", Limits.handshake, "TLS handshake"),
