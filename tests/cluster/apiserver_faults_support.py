@@ -1,17 +1,20 @@
 """What the tests of lwgpu's API clients under apiserver faults share (test_apiserver_faults*.py):
-the labels the labeller writes, the inventory's log lines, stopping the apiserver, and a
-listener that closes every connection."""
+the labels the labeller writes, the inventory's log lines, stopping and restarting the
+apiserver, and a listener that closes every connection."""
 
 from __future__ import annotations
 
 import contextlib
+import json
 import socket
 import threading
 from collections.abc import Iterator
 
 import pytest
 
-from tests.support.builders import MEM, NAME
+from tests.support.builders import MEM, NAME, gpu_mem, pod
+from tools.cluster.controlplane import ControlPlane
+from tools.waiting import wait_for
 
 LOG = "webhook.kube.inventory"
 DISCOVERY = "../components/discovery/discovery.yaml"
@@ -30,6 +33,28 @@ def stopped_apiserver(plane):
     stopping = threading.Thread(target=plane.stop, args=("kube-apiserver",))
     stopping.start()
     return stopping
+
+
+def restart(plane: ControlPlane, *flags: str) -> None:
+    """Restart the session's kube-apiserver (`flags` for this run only), then wait until it
+    admits as before the restart: the other tests share it, and a restarted apiserver is
+    ready (/readyz) before its admission plugins have the webhook configurations, policies
+    and the Service's endpoints again. Until then lwgpu's webhook call fails open and the
+    final-state check refuses GPU-memory pods, which a later test would meet."""
+    plane.restart_apiserver(*flags)
+    installed = (
+        plane.kubectl("get", "mutatingwebhookconfiguration", "lwgpu-mutate", check=False)
+    ).returncode == 0
+    probe = json.dumps(pod(gpu_mem(2)))
+
+    def admits() -> bool:
+        args = ("-n", "default", "create", "--dry-run=server", "-o", "json", "-f", "-")
+        done = plane.kubectl(*args, input=probe, check=False)
+        if done.returncode:
+            return False
+        return not installed or MEM in (json.loads(done.stdout)["spec"].get("nodeSelector") or {})
+
+    wait_for(admits, 60, what="the restarted apiserver to admit through lwgpu again")
 
 
 @contextlib.contextmanager

@@ -160,11 +160,21 @@ def _exclusion(plane: ControlPlane, config: str) -> int | None:
     return at
 
 
+def _owners(plane: ControlPlane, name: str) -> list[dict[str, Any]] | None:
+    """The field owners (managedFields) of an object; None when it is not there."""
+    found = plane.kubectl("get", name, "-o", "json", "--show-managed-fields", check=False)
+    if found.returncode:
+        return None
+    managed: list[dict[str, Any]] = json.loads(found.stdout)["metadata"]["managedFields"]
+    return managed
+
+
 @contextmanager
 def installed(plane: ControlPlane, policies: PolicySet) -> Iterator[None]:
     """The compiled policies created and the webhook kept off their namespaces, until the
     block ends."""
     objects = json.dumps({"apiVersion": "v1", "kind": "List", "items": compiled(policies)})
+    owners = {name: _owners(plane, name) for name in (*CONFIGS, INSTALLED_CHECK)}
     added = {config: _exclusion(plane, config) for config in CONFIGS}
     bound = plane.kubectl("get", INSTALLED_CHECK, check=False).returncode == 0
     if bound:
@@ -184,6 +194,12 @@ def installed(plane: ControlPlane, policies: PolicySet) -> Iterator[None]:
                 path = f"/webhooks/0/namespaceSelector/matchExpressions/{at}"
                 patch = json.dumps([{"op": "remove", "path": path}])
                 plane.kubectl("patch", config, "--type=json", "-p", patch)
+        # The patches made kubectl-patch an owner of the fields they touched, and a later
+        # server-side apply of the install would conflict with it: give them back.
+        for name, managed in owners.items():
+            if managed is not None:
+                back = json.dumps({"metadata": {"managedFields": managed}})
+                plane.kubectl("patch", name, "--type=merge", "-p", back)
 
 
 @contextmanager

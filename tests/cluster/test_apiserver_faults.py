@@ -28,6 +28,7 @@ from tests.cluster.apiserver_faults_support import (
     LOG,
     closing_listener,
     messages,
+    restart,
     stopped_apiserver,
 )
 from tests.server.test_discovery import selectors
@@ -91,7 +92,7 @@ def test_causes_that_alternate_are_each_said_once(control_plane, own_nodes, kube
                 again = messages(caplog, logging.WARNING) + said
             finally:
                 stopping.join(60)
-                control_plane.restart_apiserver()
+                restart(control_plane)
             wait_for(lambda: "answers again" in caplog.text, 60, what="the inventory back")
             wait_for(lambda: "label-node: the API server answers again" in lines, 60)
         finally:
@@ -182,7 +183,7 @@ def test_after_etcd_compaction_the_resumed_watch_gets_410_and_lists_again(
     its own window (`GetIntervalLocked` in storage/cacher/watch_cache_history.go;
     tests/kube/test_inventory.py). Each of the inventory's watches lists once more, says so
     once, and follows the Nodes from there."""
-    control_plane.restart_apiserver("--watch-cache-sizes=nodes#0")
+    restart(control_plane, "--watch-cache-sizes=nodes#0")
     try:
         own_nodes.create("before", {MEM: "4864MiB", NAME: "Compacted-4_75G"})
         core = client.CoreV1Api(kube_requests.follow(control_plane.api()))
@@ -204,7 +205,7 @@ def test_after_etcd_compaction_the_resumed_watch_gets_410_and_lists_again(
             finally:
                 inventory.stop()
     finally:
-        control_plane.restart_apiserver()
+        restart(control_plane)
     # one watch per memory label, each resumed below the compaction: each lists once more
     assert messages(caplog, logging.INFO) == [
         "node inventory: watch expired (410), re-listing nodes"

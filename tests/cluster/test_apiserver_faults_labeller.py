@@ -10,7 +10,7 @@ import threading
 
 from kubernetes import client
 
-from tests.cluster.apiserver_faults_support import LABELS, stopped_apiserver
+from tests.cluster.apiserver_faults_support import LABELS, restart, stopped_apiserver
 from tests.fakes.nvml import FakeNVML
 from tests.support.builders import MEM
 from tools.loopback.server import free_port
@@ -42,7 +42,7 @@ def test_label_node_says_an_outage_once_and_that_it_ended_once(
             wait_for(lambda: len(kube_requests.sent) >= tried + 5, 60, what="5 more attempts")
         finally:
             stopping.join(60)
-            control_plane.restart_apiserver()
+            restart(control_plane)
         own_nodes.relabel(node, dict.fromkeys(LABELS))
         assert wait_for(lambda: own_nodes.labels(node).get(MEM) == "2048MiB", timeout=60)
     finally:
