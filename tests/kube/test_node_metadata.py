@@ -1,7 +1,7 @@
 """What the node inventory asks the real kube-apiserver for (webhook/kube/node_metadata.py):
 only the Nodes' metadata, the list in pages of one snapshot, the watch from its
 resourceVersion. The inventory's behaviour on top of it is test_inventory.py's; the 410 of an
-expired watch, test_apiserver_faults.py's."""
+expired watch, tests/cluster/apiserver_faults/test_inventory.py's."""
 
 import http.client
 import json

@@ -246,7 +246,7 @@ def test_interval_survives_an_apiserver_restart_and_recovers(
         stopping = threading.Thread(target=control_plane.stop, args=("kube-apiserver",))
         stopping.start()
         try:
-            # said once, however many ticks fail (tests/cluster/test_apiserver_faults_labeller.py)
+            # said once, however many ticks fail (tests/cluster/apiserver_faults/test_labeller.py)
             assert wait_for(lambda: any("unreachable" in line for line in lines), timeout=60)
         finally:
             stopping.join(60)

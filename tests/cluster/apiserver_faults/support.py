@@ -1,4 +1,4 @@
-"""What the tests of lwgpu's API clients under apiserver faults share (test_apiserver_faults*.py):
+"""What the tests of lwgpu's API clients under apiserver faults share (test_*.py here):
 the labels the labeller writes, the inventory's log lines, stopping and restarting the
 apiserver, and a listener that closes every connection."""
 

@@ -1,4 +1,4 @@
-"""`label-node` while kube-apiserver is away (tests/cluster/test_apiserver_faults.py says how the
+"""`label-node` while kube-apiserver is away (test_inventory.py here says how the
 faults are made): a failure is said once with its cause in a few words, however many ticks
 retry it, and once that the API server answers again; urllib3's own retry warnings are not
 the labeller's to print."""
@@ -10,7 +10,7 @@ import threading
 
 from kubernetes import client
 
-from tests.cluster.apiserver_faults_support import LABELS, restart, stopped_apiserver
+from tests.cluster.apiserver_faults.support import LABELS, restart, stopped_apiserver
 from tests.fakes.nvml import FakeNVML
 from tests.support.builders import MEM
 from tools.loopback.server import free_port

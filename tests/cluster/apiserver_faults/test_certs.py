@@ -1,5 +1,5 @@
 """`certs install` when the API server stalls or throttles as its first write leaves
-(tests/cluster/test_apiserver_faults.py says how the faults are made): a one-line error with
+(test_inventory.py here says how the faults are made): a one-line error with
 the cause, every caBundle still verifying the serving certificate stored (tests/certs/
 interrupted.py's invariant), and the next run completing."""
 

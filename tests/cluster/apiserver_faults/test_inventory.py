@@ -1,7 +1,7 @@
-"""lwgpu's API clients while the real kube-apiserver (and its etcd) misbehave, on the
-session's control plane (tests/support/cluster.py): here the node inventory behind
-`discoverProfiles` and the reviews it serves; `label-node` in test_apiserver_faults_labeller.py,
-`certs install` in test_apiserver_faults_certs.py.
+"""lwgpu's API clients while the real kube-apiserver (and its etcd) misbehave, on a
+control plane of their own (conftest.py here): here the node inventory behind
+`discoverProfiles` and the reviews it serves; `label-node` in test_labeller.py,
+`certs install` in test_certs.py.
 
 The faults are real: kube-apiserver stopped and started again; etcd compacted below the
 inventory's resourceVersion while the apiserver's watch cache for Nodes is off, so the watch
@@ -22,7 +22,7 @@ import time
 
 from kubernetes import client
 
-from tests.cluster.apiserver_faults_support import (
+from tests.cluster.apiserver_faults.support import (
     DISCOVERY,
     LABELS,
     LOG,
