@@ -202,6 +202,12 @@ class NodeInventory:
                     LOG.info("node inventory: watch expired (410), re-listing nodes")
                     version = None
                     continue
+                if err.status >= 500:
+                    # Resuming from the same resourceVersion can fail the same way for good:
+                    # after a compaction, etcd's event without its previous value is a 500
+                    # ("etcd event received with PrevKv=nil"). List afresh, as client-go's
+                    # reflector does after a failed watch (ListAndWatch starts with a list).
+                    version = None
                 forbidden = err.status == 403
                 cause = f"API server {self._host()} answered {err.status} {err.reason}"
                 if forbidden:

@@ -19,6 +19,7 @@ from __future__ import annotations
 import logging
 import threading
 import time
+from collections import Counter
 
 from kubernetes import client
 
@@ -206,12 +207,14 @@ def test_after_etcd_compaction_the_resumed_watch_gets_410_and_lists_again(
                 inventory.stop()
     finally:
         restart(control_plane)
-    # one watch per memory label, each resumed below the compaction: each lists once more
-    assert messages(caplog, logging.INFO) == [
-        "node inventory: watch expired (410), re-listing nodes"
-    ] * len(MEMORY_LABELS)
-    lists = [r.query["labelSelector"][0] for r in kube_requests.lists()]
-    assert sorted(lists) == sorted(MEMORY_LABELS * 2)
+    # A watch resumed below the compaction lists again: after a 410, or after the 500 the
+    # apiserver may answer instead when the first event it meets lost its previous value to
+    # the compaction ("etcd event received with PrevKv=nil"). A watch still open across the
+    # compaction may go on without either, so not every label must list twice.
+    assert "node inventory: watch expired (410), re-listing nodes" in messages(caplog, logging.INFO)
+    assert messages(caplog, logging.ERROR) == []
+    lists = Counter(r.query["labelSelector"][0] for r in kube_requests.lists())
+    assert set(lists) == set(MEMORY_LABELS) and sum(lists.values()) > len(MEMORY_LABELS), lists
 
 
 def test_a_review_is_answered_while_the_api_server_is_stalled(
