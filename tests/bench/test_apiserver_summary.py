@@ -53,6 +53,15 @@ def test_lwgpu_over_go_is_the_ratio_of_medians_and_each_rounds_range() -> None:
     assert "burst_time" not in over
 
 
+def test_the_floor_is_compared_with_go_and_lwgpu_with_the_floor() -> None:
+    runs = {**RATE, "floor": [_run(7, 18), _run(8, 26), _run(6, 14)]}
+    level = _level(False, runs)
+    # floor adds p50 [3, 2, 1] (median 2); go [4, 4, 2] (median 4); lwgpu [5, 4, 4] (median 4).
+    assert level["floor_over"]["go"]["added_p50"]["of_medians"] == 0.5
+    assert level["lwgpu_over"]["floor"]["added_p50"]["of_medians"] == 2.0
+    assert set(level["lwgpu_over"]) == {"floor", "go"}
+
+
 def test_a_burst_also_compares_the_time_it_took() -> None:
     runs = {
         "none": [_run(4, 10, span=1.0), _run(4, 10, span=1.2)],

@@ -1,4 +1,4 @@
-"""Added latency per pod create as kube-apiserver sees it: no webhook, lwgpu, Go, the MAP.
+"""Added latency per pod create as kube-apiserver sees it: no webhook, lwgpu, floor, Go, MAP.
 
 On the real control plane (tools/cluster), with the variants of `variants.py` registered side
 by side, dry-run creates of the seed pod (`aliyun.com/gpu-mem: 2`; `dryRun=All` runs every
@@ -167,20 +167,29 @@ def level_result(
                 key: round(statistics.median(values), 2) for key, values in row["added_ms"].items()
             }
         result["variants"][variant] = row
-    ours = result["variants"].get("lwgpu")
-    result["lwgpu_over"] = {}
-    for other in ("go", "map"):
-        theirs = result["variants"].get(other)
-        if ours is None or theirs is None or "added_ms" not in ours:
+    # lwgpu against each other variant; the floor against Go: the part of lwgpu's ratio to Go
+    # that the stack (gunicorn, Python's TLS, HTTP/1.1) already has before lwgpu's code runs.
+    for name, others in (("lwgpu", ("floor", "go", "go-h2", "map")), ("floor", ("go",))):
+        result[f"{name}_over"] = _ratios(result["variants"], name, others, level.burst)
+    return result
+
+
+def _ratios(
+    rows: dict[str, dict[str, Any]], mine: str, others: tuple[str, ...], burst: bool
+) -> dict[str, dict[str, Any]]:
+    ours, found = rows.get(mine), {}
+    for other in others:
+        theirs = rows.get(other)
+        if ours is None or theirs is None or "added_ms" not in ours or "added_ms" not in theirs:
             continue
         ratios = {
             f"added_{key}": _compare(ours["added_ms"][key], theirs["added_ms"][key])
             for key in ("p50", "p99")
         }
-        if level.burst:
+        if burst:
             ratios["burst_time"] = _compare(ours["span_s"], theirs["span_s"])
-        result["lwgpu_over"][other] = ratios
-    return result
+        found[other] = ratios
+    return found
 
 
 def _level(

@@ -5,9 +5,14 @@
   change is measured alone against the version before it, in the same interleaved run.
 - `flask`: the no-op Flask app on the webhook's gunicorn class and settings (`noop`).
 - `wsgi`: a bare WSGI function on the same gunicorn: the floor of anything Python serves here.
+- `floor` (only when asked for): the bare WSGI function answering lwgpu's own answer to the
+  seed pod (patch, warnings, audit annotations) to every review: the floor as the apiserver
+  sees it, which then applies the same patch as after lwgpu (`variants.py`).
 - `go`: a minimal Go net/http webhook applying the same rewrite (`peers/main.go`); its answer
   must equal the webhook's, or the run stops.
 - `go-fixed`: Go answering a constant 200: the machine's TLS + HTTP bound.
+- `go-h2` (only when asked for): the Go webhook offering HTTP/2 as well (`-http2`); every
+  other server speaks HTTP/1.1 only, as kube-apiserver speaks to a webhook in a cluster.
 - `no-log`, `no-metrics`, `no-decision` (only when asked for): `webhook serve` with that part
   switched off (`parts`), so the difference to `webhook` is the part's end-to-end cost.
 
@@ -28,18 +33,20 @@ import orjson
 
 import certs
 from tools.paths import REPO
-from webhook import DEFAULT_POLICIES
+from webhook import DEFAULT_POLICIES, admission
 from webhook.policy import PolicySet
 
-from . import golang, procs
+from . import bodies, golang, procs
 
 NAMES = ("webhook", "flask", "wsgi", "go", "go-fixed")
 LABELS = {
     "webhook": "lwgpu",
     "flask": "Flask no-op",
     "wsgi": "bare WSGI",
+    "floor": "bare WSGI, lwgpu's answer",
     "go": "Go webhook",
     "go-fixed": "Go fixed 200",
+    "go-h2": "Go webhook, HTTP/2",
     "no-log": "lwgpu, no access log",
     "no-metrics": "lwgpu, no metrics",
     "no-decision": "lwgpu, decision reused",
@@ -116,9 +123,9 @@ def contenders(
 ) -> tuple[list[Contender], dict[str, str]]:
     """What to start for `names` (plus `webhook@REV`), and the peers that cannot run."""
     serving = tls_args(tls)
-    python = [*serving, "--workers", str(workers), "--threads", str(threads)]
+    python = python_args(tls, workers, threads)
     serve = ["serve", *python, "--policies", str(DEFAULT_POLICIES)]
-    binary, why = (None, "") if not {"go", "go-fixed"} & set(names) else golang.build()
+    binary, why = (None, "") if not {"go", "go-fixed", "go-h2"} & set(names) else golang.build()
     found: list[Contender] = []
     skipped: dict[str, str] = {}
     for name in names:
@@ -133,17 +140,42 @@ def contenders(
                     name, "tools.bench.noop", [*python, *(["--bare"] if name == "wsgi" else [])]
                 )
             )
+        elif name == "floor":
+            found.append(floor(python, workdir, answer_to(bodies.seed_pod(), "default", policies)))
         elif name in PARTS:
             found.append(Contender(name, "tools.bench.parts", [*python, "--without", PARTS[name]]))
         elif binary is None:
             skipped[name] = why
-        elif name == "go":
+        elif name in ("go", "go-h2"):
             table = workdir / "profiles.json"
             table.write_bytes(orjson.dumps(golang.profiles_json(policies)))
-            found.append(Contender(name, "", [*serving, "-profiles", str(table)], [str(binary)]))
+            protocols = ["-http2"] if name == "go-h2" else []
+            found.append(
+                Contender(name, "", [*serving, *protocols, "-profiles", str(table)], [str(binary)])
+            )
         else:
             found.append(Contender(name, "", [*serving, "-mode", "fixed"], [str(binary)]))
     return found, skipped
+
+
+def python_args(tls: Path, workers: int, threads: int) -> list[str]:
+    """The serving flags of every Python server of the lineup."""
+    return [*tls_args(tls), "--workers", str(workers), "--threads", str(threads)]
+
+
+def answer_to(pod: dict[str, Any], namespace: str, policies: PolicySet) -> dict[str, Any]:
+    """lwgpu's `response` to the review of creating `pod` in `namespace`, without its uid."""
+    request = admission.parse_request(orjson.loads(bodies.body(pod, namespace)))
+    response = dict(admission.review(request, policies, "mutate").response["response"])
+    del response["uid"]
+    return response
+
+
+def floor(python: list[str], workdir: Path, answer: dict[str, Any]) -> Contender:
+    """The `floor` server: the bare WSGI function answering `answer` to every review."""
+    path = workdir / "floor-answer.json"
+    path.write_bytes(orjson.dumps(answer))
+    return Contender("floor", "tools.bench.noop", [*python, "--bare", "--answer", str(path)])
 
 
 def start(stack: ExitStack, found: list[Contender], ca: Path, workdir: Path) -> dict[str, Any]:
@@ -179,7 +211,7 @@ def check_answers(servers: dict[str, procs.Server], body: bytes) -> str:
         answers[name] = _comparable(answer)
     ours = answers["webhook"]
     for name, answer in answers.items():
-        if (name == "go" or name.startswith("webhook@")) and answer != ours:
+        if (name in ("go", "go-h2", "floor") or name.startswith("webhook@")) and answer != ours:
             raise RuntimeError(f"{name} answered differently from the webhook:\n{answer}\n{ours}")
     response = ours["response"]
     return "mutated" if "patch" in response else ("allowed" if response["allowed"] else "denied")

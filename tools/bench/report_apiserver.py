@@ -52,7 +52,8 @@ def _row(name: str, row: dict[str, Any]) -> list[object]:
 
 
 def section(result: dict[str, Any]) -> list[str]:
-    """One table per level, and lwgpu's ratios to the Go webhook and the MAP."""
+    """One table per level; lwgpu's ratios to its floor, the Go webhook and the MAP, and the
+    floor's to Go."""
     lines = [
         "### Pod creates through kube-apiserver (dry run, the seed pod)",
         "",
@@ -100,9 +101,10 @@ def section(result: dict[str, Any]) -> list[str]:
                 [_row(name, row) for name, row in level["variants"].items()],
             ),
         ]
-        for other, ratios in level["lwgpu_over"].items():
-            parts = [f"{key.replace('_', ' ')} {_ratio(c)}" for key, c in ratios.items()]
-            lines += ["", f"lwgpu / {LABELS[other]}: " + "; ".join(parts) + "."]
+        for mine in ("lwgpu", "floor"):
+            for other, ratios in level.get(f"{mine}_over", {}).items():
+                parts = [f"{key.replace('_', ' ')} {_ratio(c)}" for key, c in ratios.items()]
+                lines += ["", f"{LABELS[mine]} / {LABELS[other]}: " + "; ".join(parts) + "."]
     return lines
 
 

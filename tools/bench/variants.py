@@ -1,4 +1,4 @@
-"""The four ways a pod create can be admitted, registered side by side on one control plane.
+"""The ways a pod create can be admitted, registered side by side on one control plane.
 
 Each variant decides the pods of its own namespace (`bench-<variant>`, labelled
 `lwgpu-bench/variant=<variant>`), so a run switches variant by switching namespace and never
@@ -9,8 +9,17 @@ waits for the apiserver to notice a configuration change:
   default policy), registered by the shipped `lwgpu-mutate` configuration (`kubectl kustomize
   deploy/`: its rules, matchConditions, failurePolicy, timeout) with `clientConfig` a URL on
   loopback and the serving CA as its `caBundle`;
+- `floor`: the bare WSGI function on lwgpu's gunicorn, worker and TLS settings answering
+  lwgpu's own answer to the seed pod (`lineup`'s `floor`), registered by a copy of that
+  configuration (`lwgpu-mutate-floor`): what lwgpu adds beyond it is lwgpu's own code, what
+  it adds beyond Go is the stack (gunicorn, Python's TLS, HTTP/1.1);
 - `go`: the Go webhook of `peers/` (the same rewrite, the same answer: `lineup.check_answers`)
   registered by a copy of that configuration (`lwgpu-mutate-go`);
+- `go-h2`: the same Go webhook offering HTTP/2 (`lwgpu-mutate-go-h2`). kube-apiserver
+  offers HTTP/2 to a webhook URL on loopback only (k8s.io/apiserver pkg/util/webhook/client.go,
+  `HookClient`, `isLocalHost`); behind a Service, as every webhook of a cluster is, it speaks
+  HTTP/1.1 (issue 75791), and `go` is held to that. This variant shows what HTTP/2 would change:
+  one connection multiplexing a burst instead of a TLS handshake per concurrent call;
 - `map`: the compiled MutatingAdmissionPolicy and its binding (`webhook.compile.rewrite_policy`,
   what `python -m webhook policy compile` prints), evaluated inside kube-apiserver.
 
@@ -43,10 +52,21 @@ from webhook.policy import PolicySet
 
 from . import bodies, lineup, procs
 
-VARIANTS = ("none", "lwgpu", "go", "map")
-LABELS = {"none": "no webhook", "lwgpu": "lwgpu", "go": "Go webhook", "map": "compiled MAP"}
+VARIANTS = ("none", "lwgpu", "floor", "go", "go-h2", "map")
+LABELS = {
+    "none": "no webhook",
+    "lwgpu": "lwgpu",
+    "floor": "bare WSGI floor",
+    "go": "Go webhook",
+    "go-h2": "Go webhook, HTTP/2",
+    "map": "compiled MAP",
+}
 LABEL = "lwgpu-bench/variant"
-SERVERS = {"lwgpu": "webhook", "go": "go"}  # variant -> lineup name
+SERVERS = {
+    "lwgpu": "webhook",
+    "go": "go",
+    "go-h2": "go-h2",
+}  # variant -> lineup name (the floor starts later)
 CONFIGURATION = "lwgpu-mutate"
 READY_S = 60  # for the apiserver's informers to see the namespaces and configurations
 
@@ -158,6 +178,15 @@ def _behaves(variants: Variants, variant: str) -> bool:
     )
 
 
+def _wait_until_deciding(variants: Variants, variant: str) -> None:
+    wait_for(
+        functools.partial(_behaves, variants, variant),
+        READY_S,
+        interval=0.5,
+        what=f"the {variant} variant deciding {namespace(variant)}",
+    )
+
+
 @contextlib.contextmanager
 def registered(
     plane: ControlPlane, workdir: Path, policies: PolicySet, *, workers: int, threads: int
@@ -166,7 +195,13 @@ def registered(
     tls = workdir / "tls"
     lineup.certificates(tls)
     found, skipped = lineup.contenders(
-        ("webhook", "go"), tls, workdir, policies, workers=workers, threads=threads, against=None
+        tuple(SERVERS.values()),
+        tls,
+        workdir,
+        policies,
+        workers=workers,
+        threads=threads,
+        against=None,
     )
     with contextlib.ExitStack() as stack:
         started = lineup.start(stack, found, tls / "ca.crt", workdir)
@@ -190,15 +225,25 @@ def registered(
         listed = {"apiVersion": "v1", "kind": "List", "items": objects}
         plane.kubectl("create", "-f", "-", input=orjson.dumps(listed).decode())
         for variant in variants.names:
-            wait_for(
-                functools.partial(_behaves, variants, variant),
-                READY_S,
-                interval=0.5,
-                what=f"the {variant} variant deciding {namespace(variant)}",
-            )
+            if variant != "floor":
+                _wait_until_deciding(variants, variant)
+        # The floor answers what lwgpu answers to the pod as the apiserver sends it: the pod
+        # stored in the floor's namespace before its webhook is registered (built-in mutating
+        # plugins and defaults applied), so the apiserver applies the same patch as for lwgpu.
+        answer = lineup.answer_to(stored(plane, "floor"), namespace("floor"), policies)
+        python = lineup.python_args(tls, workers, threads)
+        floor = lineup.start(
+            stack, [lineup.floor(python, workdir, answer)], tls / "ca.crt", workdir
+        )
+        variants.servers["floor"] = floor["floor"]
+        configuration = webhook_configuration(shipped, "floor", floor["floor"])
+        plane.kubectl("create", "-f", "-", input=orjson.dumps(configuration).decode())
+        _wait_until_deciding(variants, "floor")
         if "lwgpu" in variants.names:
             ours = stored(plane, "lwgpu")
             variants.differences = {
-                v: differences(ours, stored(plane, v)) for v in variants.names if v in ("go", "map")
+                v: differences(ours, stored(plane, v))
+                for v in variants.names
+                if v != "lwgpu" and v != "none"
             }
         yield variants

@@ -12,10 +12,15 @@
 // -mode fixed answers every request with the same 200 JSON: the TLS + HTTP bound of the
 // machine, with no JSON work at all.
 //
-// Both serve TLS 1.2+ with keep-alive on 127.0.0.1 and answer GET /healthz.
+// Both serve TLS 1.2+ with keep-alive on 127.0.0.1 and answer GET /healthz, over HTTP/1.1
+// only unless -http2: kube-apiserver calls a webhook behind a Service with HTTP/1.1
+// (k8s.io/apiserver pkg/util/webhook/client.go, HookClient: NextProtos http/1.1, issue 75791)
+// and offers HTTP/2 only to a URL on loopback, which a webhook in a cluster never has. lwgpu
+// (gunicorn) speaks HTTP/1.1 whatever the client offers.
 package main
 
 import (
+	"crypto/tls"
 	"encoding/json"
 	"flag"
 	"fmt"
@@ -201,6 +206,7 @@ func main() {
 	cert := flag.String("tls-cert", "", "PEM certificate")
 	key := flag.String("tls-key", "", "PEM private key")
 	profiles := flag.String("profiles", "", "JSON file of profiles and resources (webhook mode)")
+	http2 := flag.Bool("http2", false, "offer HTTP/2 over ALPN as well as HTTP/1.1")
 	flag.Parse()
 
 	mux := http.NewServeMux()
@@ -233,6 +239,10 @@ func main() {
 		Addr:        fmt.Sprintf("127.0.0.1:%d", *port),
 		Handler:     mux,
 		IdleTimeout: 120 * time.Second, // lwgpu's KEEPALIVE_SECONDS
+	}
+	if !*http2 {
+		// A non-nil, empty map is net/http's documented way to switch HTTP/2 off.
+		server.TLSNextProto = map[string]func(*http.Server, *tls.Conn, http.Handler){}
 	}
 	log.Fatal(server.ListenAndServeTLS(*cert, *key))
 }
