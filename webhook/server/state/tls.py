@@ -36,7 +36,7 @@ from collections.abc import Callable, Iterator
 from datetime import datetime
 from pathlib import Path
 
-from cryptography import x509
+from . import validity
 
 # TLS 1.0 and 1.1 are deprecated (RFC 8996); the kube-apiserver speaks 1.2 and 1.3.
 MINIMUM_VERSION = ssl.TLSVersion.TLSv1_2
@@ -206,7 +206,7 @@ class CertificateReloader:
         if len(contents) != len(self._files):
             raise ValueError("a file holds a NUL byte: not PEM")
         certificate, key, *client_ca = contents
-        not_after = x509.load_pem_x509_certificate(certificate).not_valid_after_utc
+        not_after = validity.not_after(certificate)
         context = build_context(certificate, key, *client_ca, directory=self.directory)
         return context, not_after
 
