@@ -116,6 +116,14 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument(
         "--rate-duration", type=float, default=15, help="seconds per fixed-rate run"
     )
+    parser.add_argument("--rate-repeats", type=int, default=4, help="rounds of the fixed-rate runs")
+    parser.add_argument(
+        "--connections",
+        type=int,
+        nargs="*",
+        default=[8, 64],
+        help="closed-loop levels of the end-to-end runs (none: fixed rate only)",
+    )
     parser.add_argument(
         "--api-rates",
         nargs="+",
@@ -169,12 +177,13 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
                 policies,
                 names=("webhook", *(name for name in args.peers if name != "webhook")),
                 against=args.against,
+                connections=tuple(args.connections),
                 duration_s=3 if quick else args.duration,
                 warmup_s=1,
                 repeats=1 if quick else args.repeats,
                 rate=args.rate,
                 rate_duration_s=5 if quick else args.rate_duration,
-                rate_repeats=1 if quick else 2,
+                rate_repeats=1 if quick else args.rate_repeats,
                 workers=args.workers,
                 threads=args.threads,
             )
