@@ -23,8 +23,6 @@ from typing import Final
 
 from webhook.api.names import GPU_RESOURCE
 from webhook.api.text import shorten
-from webhook.api.workload import as_map, dig
-from webhook.core.asks import Refusal, read_asks
 from webhook.core.decision import Decision
 from webhook.policy import Policy
 
@@ -40,10 +38,8 @@ ASKED: Final = "asked"
 VALUE_LIMIT: Final = 256
 
 
-def annotations_of(
-    obj: object, decision: Decision, outcome: str, policy: Policy | None
-) -> dict[str, str]:
-    """The audit annotations of the answer `outcome` to `obj` (the request's object).
+def annotations_of(decision: Decision, outcome: str, policy: Policy | None) -> dict[str, str]:
+    """The audit annotations of the answer `outcome` to the request `decision` decided.
 
     `outcome` is what the endpoint answered (the validating endpoint denies an object still
     to be rewritten); `policy` the one that governs the object's namespace, if any.
@@ -53,21 +49,14 @@ def annotations_of(
         found[CLASS] = shorten(decision.profile, VALUE_LIMIT)
     if policy is not None:
         found[POLICY] = shorten(policy.name, VALUE_LIMIT)
-        # A skipped object was not read for GPU asks: it is out of scope, or asks none.
-        asked = _asked(obj, decision, policy) if decision.outcome != "skipped" else ""
+        asked = _asked(decision)
         if asked:
             found[ASKED] = asked
     return found
 
 
-def _asked(obj: object, decision: Decision, policy: Policy) -> str:
-    """`aliyun.com/gpu-mem=2, nvidia.com/gpu=1`: each GPU ask of the pod template at
-    `decision.path`, as written; empty when the asks cannot be read (the refusal says why)."""
-    template = as_map(dig(obj, decision.path))
-    annotations = as_map(as_map(template.get("metadata")).get("annotations"))
-    try:
-        asks = read_asks(as_map(template.get("spec")), annotations, policy, "")
-    except Refusal:
-        return ""
-    text = ", ".join(a.source or f"{GPU_RESOURCE}={a.gpus}" for a in asks)
+def _asked(decision: Decision) -> str:
+    """`aliyun.com/gpu-mem=2, nvidia.com/gpu=1`: each GPU ask the decision read from the pod
+    template, as written; empty when it read none (out of scope, or the asks were refused)."""
+    text = ", ".join(a.source or f"{GPU_RESOURCE}={a.gpus}" for a in decision.asks or ())
     return shorten(text, VALUE_LIMIT)

@@ -48,9 +48,7 @@ def review(request: AdmissionRequest, policies: PolicySet, endpoint: Endpoint) -
     policy = _policy(request, policies)
     decision = _decide(request, policy)
     answer, outcome = _answer(request, decision, endpoint)
-    answer["auditAnnotations"] = audit.annotations_of(
-        request.get("object"), decision, outcome, policy
-    )
+    answer["auditAnnotations"] = audit.annotations_of(decision, outcome, policy)
     return ReviewResult(request, decision, outcome, response.envelope(answer))
 
 

@@ -7,6 +7,7 @@ where maps belong and quantities of every spelling must lead to a decision or a
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from decimal import Decimal
 from typing import Any, Literal, NamedTuple
 
@@ -274,7 +275,7 @@ def _gpu_count(limits: KubeObject, requests: KubeObject, where: str) -> int:
         ) from None
 
 
-def effective_gpus(asks: list[Ask]) -> int:
+def effective_gpus(asks: Sequence[Ask]) -> int:
     """GPUs the pod needs, by Kubernetes' effective-request rule for init and sidecar
     containers (webhook.fitting `effective`, the one copy of the rule)."""
     return int(effective((a.section == "initContainers", a.sidecar, Decimal(a.gpus)) for a in asks))

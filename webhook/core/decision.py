@@ -57,6 +57,9 @@ class Decision(NamedTuple):
     warnings: tuple[str, ...] = ()
     profile: str | None = None
     patch: tuple[PatchOperation, ...] = ()  # RFC 6902 operations from the input object to `obj`
+    # Each container's GPU ask, as the pod template wrote it; None where they were not read
+    # (out of scope) or could not be (the refusal says why). The audit annotations name them.
+    asks: tuple[Ask, ...] | None = None
 
     @property
     def allowed(self) -> bool:
@@ -139,8 +142,10 @@ def _decide_in_scope(
     theirs = other_system(spec, as_map(as_map(template.get("metadata")).get("labels")), policy)
     if theirs is not None:
         return _skip(obj, theirs)
+    asks: tuple[Ask, ...] | None = None
     try:
-        decision = _decide_gpu_pod(obj, path, spec, annotations, policy, prefix)
+        asks = tuple(read_asks(spec, annotations, policy, prefix))
+        decision = _decide_gpu_pod(obj, path, spec, asks, annotations, policy, prefix)
     except Refusal as refusal:
         decision = Decision("denied", obj, path, reason=str(refusal))
     if decision.outcome == "mutated" and decision.profile is not None:
@@ -148,18 +153,18 @@ def _decide_in_scope(
         extra = left_over(as_map(as_map(dig(decision.obj, path)).get("spec")), policy)
     else:
         extra = typos(spec, policy)
-    return decision._replace(warnings=decision.warnings + extra) if extra else decision
+    return decision._replace(warnings=decision.warnings + extra, asks=asks)
 
 
 def _decide_gpu_pod(
     obj: KubeObject,
     path: tuple[str, ...],
     spec: KubeObject,
+    asks: tuple[Ask, ...],
     annotations: KubeObject,
     policy: Policy,
     prefix: str,
 ) -> Decision:
-    asks = read_asks(spec, annotations, policy, prefix)
     sized = [(a, a.memory_mib) for a in asks if a.memory_mib is not None]
     if not sized:
         return _whole_gpus(obj, path, spec, asks, policy, prefix)
@@ -197,7 +202,7 @@ def _whole_gpus(
     obj: KubeObject,
     path: tuple[str, ...],
     spec: KubeObject,
-    asks: list[Ask],
+    asks: tuple[Ask, ...],
     policy: Policy,
     prefix: str,
 ) -> Decision:
@@ -287,7 +292,7 @@ def _choose(
     raise Refusal(too_big(biggest, memory, policy, prefix))
 
 
-def _check_count(asks: list[Ask], gpus: int, policy: Policy, prefix: str) -> None:
+def _check_count(asks: tuple[Ask, ...], gpus: int, policy: Policy, prefix: str) -> None:
     if gpus <= policy.max_gpus_per_pod:
         return
     users = ", ".join(f"{a.where}: {a.gpus}" for a in asks[:6])
