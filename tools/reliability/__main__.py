@@ -4,19 +4,18 @@ GROUP|GROUP:NAME ...] [--out FILE]`.
 The groups, in order: `faults` (faults.py: worker faults, policy file faults, certificate
 swaps and SIGTERM, on a server over loopback), `rollout` (rollout.py: rolling restart and
 node drain) and `rotation` (rotation.py: certificate rotation and policy reload), both on the
-real control plane, and `apiserver` (the API server and etcd misbehaving), when
-`tools/reliability/apiserver_faults.py` provides it (`APISERVER_HOOK`). Each table has the
-same columns: the load, the fault, failed reviews or creates, creates admitted unrewritten
-(reviews have no apiserver to admit them: `-`), the recovery time and the row's note; under
-it, the load average (1, 5, 15 min) before and after the group. The machine is printed
-first. Each script still runs alone (`python -m tools.reliability.faults` ...), with its own
-wider table. The rows go to `bench-results/reliability.json` (git-ignored).
+real control plane, and `apiserver` (apiserver_faults.py: the API server and etcd
+misbehaving under lwgpu's API clients). Each table has the same columns: the load, the
+fault, failed reviews or creates, creates admitted unrewritten (reviews have no apiserver to
+admit them: `-`), the recovery time and the row's note; under it, the load average (1, 5, 15
+min) before and after the group. The machine is printed first. Each script still runs alone
+(`python -m tools.reliability.faults` ...), with its own wider table. The rows go to
+`bench-results/reliability.json` (git-ignored).
 """
 
 from __future__ import annotations
 
 import argparse
-import importlib
 import json
 import os
 import platform
@@ -29,14 +28,10 @@ from typing import Any
 
 from tools.cluster import binaries
 from tools.paths import REPO
-from tools.reliability import faults, rollout, rotation
+from tools.reliability import apiserver_faults, faults, rollout, rotation
 from tools.reliability.report import KINDS
 
 OUT = REPO / "bench-results" / "reliability.json"
-# The API server and etcd faults. Wired when the module exposes `SCENARIOS` (its scenarios'
-# names) and `run(names) -> rows` (and, optionally, `unmet(names)`), rows with at least
-# `fault` and `recovery_s` (None: not recovered), and `load`, `failed`, `note`.
-APISERVER_HOOK = "tools.reliability.apiserver_faults"
 
 
 @dataclass(frozen=True)
@@ -55,19 +50,14 @@ def _cluster_unmet(names: list[str]) -> str | None:
 
 def groups() -> dict[str, Group]:
     """The groups this checkout has, in the order they run."""
-    found = {
+    return {
         "faults": Group(list(faults.FAULTS), faults.run, faults.unmet),
         "rollout": Group(list(rollout.SCENARIOS), rollout.run, _cluster_unmet),
         "rotation": Group(list(rotation.SCENARIOS), rotation.run, _cluster_unmet),
+        "apiserver": Group(
+            apiserver_faults.SCENARIOS, apiserver_faults.run, apiserver_faults.unmet
+        ),
     }
-    try:
-        module = importlib.import_module(APISERVER_HOOK)
-    except ModuleNotFoundError:
-        return found
-    if hasattr(module, "SCENARIOS") and hasattr(module, "run"):
-        unmet = getattr(module, "unmet", _cluster_unmet)
-        found["apiserver"] = Group(list(module.SCENARIOS), module.run, unmet)
-    return found
 
 
 def select(available: dict[str, Group], only: list[str]) -> dict[str, list[str]]:
@@ -154,8 +144,6 @@ def main(argv: list[str] | None = None) -> int:
     for group, names in chosen.items():
         if why := available[group].unmet(names):
             parser.error(f"{group}: {why}")
-    if "apiserver" not in available:
-        print(f"apiserver: not wired ({APISERVER_HOOK} has no SCENARIOS and run)", file=sys.stderr)
     print(f"machine: {machine()}\n")
     results = {}
     for group, names in chosen.items():
