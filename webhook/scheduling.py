@@ -38,7 +38,7 @@ from webhook.api.types import KubeObject
 from webhook.api.workload import as_map
 from webhook.policy import Profile, frozen_map
 
-_INTEGER = re.compile(r"^[-+]?\d+$")
+_INTEGER = re.compile(r"[-+]?[0-9]+")
 
 
 # ACK's shared-GPU (cGPU) node pools carry this label: their nodes are ACK's to share, never a
@@ -185,25 +185,39 @@ def required_terms(spec: KubeObject) -> list[Any]:
 def _requirement(labels: Mapping[str, str], expression: Any) -> bool:
     if not isinstance(expression, dict):
         return False
-    key, operator = expression.get("key"), expression.get("operator")
-    raw = expression.get("values")
-    values: list[Any] = raw if isinstance(raw, list) else []
-    present = isinstance(key, str) and key in labels
-    value = labels.get(key) if present and isinstance(key, str) else None
+    key, raw = expression.get("key"), expression.get("values")
+    value = labels.get(key) if isinstance(key, str) else None
+    return requirement_met(expression.get("operator"), raw if isinstance(raw, list) else [], value)
+
+
+def requirement_met(operator: object, values: list[Any], value: str | None) -> bool:
+    """Whether a node whose label holds `value` (None: it has no such label) meets one node
+    selector requirement, as `labels.Requirement.Matches` answers
+    (k8s.io/apimachinery/pkg/labels/selector.go): `Gt` and `Lt` read both sides with
+    `strconv.ParseInt(s, 10, 64)` and fail where either is not such an integer."""
     if operator == "In":
-        return present and value in values
+        return value is not None and value in values
     if operator == "NotIn":
-        return not present or value not in values
+        return value is None or value not in values
     if operator == "Exists":
-        return present
+        return value is not None
     if operator == "DoesNotExist":
-        return not present
-    if operator in ("Gt", "Lt") and present and len(values) == 1:
-        bound, have = str(values[0]), str(value)
-        if not (_INTEGER.match(bound) and _INTEGER.match(have)):
+        return value is None
+    if operator in ("Gt", "Lt") and value is not None and len(values) == 1:
+        bound, have = _int64(values[0]), _int64(value)
+        if bound is None or have is None:
             return False
-        return int(have) > int(bound) if operator == "Gt" else int(have) < int(bound)
+        return have > bound if operator == "Gt" else have < bound
     return False
+
+
+def _int64(text: object) -> int | None:
+    """`text` as Go's `strconv.ParseInt(text, 10, 64)` reads it: an optional sign and ASCII
+    digits, within 64 bits; None where it fails."""
+    if not isinstance(text, str) or not _INTEGER.fullmatch(text):
+        return None
+    number = int(text)
+    return number if -(2**63) <= number < 2**63 else None
 
 
 def requires_label(expression: Any) -> bool:

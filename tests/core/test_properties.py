@@ -120,6 +120,7 @@ def test_rewrites_keep_the_pod_schedulable_on_the_chosen_class(obj, policy):
     [
         ("DoesNotExist", None, "denied"),
         ("Gt", ["100"], "denied"),  # the scheduler compares integers; "2048MiB" is none
+        ("Gt", ["--5"], "denied"),  # no integer at all: no node matches (it raised before)
         ("Lt", ["5000"], "denied"),
         ("Exists", None, "mutated"),
         ("In", ["2048MiB"], "mutated"),

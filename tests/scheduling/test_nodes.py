@@ -8,7 +8,12 @@ from hypothesis import strategies as st
 
 from tests.support.paths import DATA
 from webhook.offline.cluster import read_nodes
-from webhook.scheduling import pod_fits_node, profiles_from_labels, required_keys
+from webhook.scheduling import (
+    pod_fits_node,
+    profiles_from_labels,
+    required_keys,
+    requirement_met,
+)
 
 LABELS = {"aliyun.accelerator/nvidia_mem": "2048MiB", "gpus": "4", "zone": "a"}
 REQUIRED = "requiredDuringSchedulingIgnoredDuringExecution"
@@ -59,6 +64,30 @@ def req(key, operator, *values):
 )
 def test_pod_fits_node(pod, fits):
     assert pod_fits_node(pod, LABELS) is fits
+
+
+@pytest.mark.parametrize(
+    ("operator", "bound", "label", "met"),
+    [
+        # labels.Requirement.Matches (k8s.io/apimachinery/pkg/labels/selector.go) reads both
+        # sides of Gt and Lt with strconv.ParseInt(s, 10, 64): a sign, ASCII digits, 64 bits.
+        ("Gt", "2", "4", True),
+        ("Gt", "+2", "+4", True),
+        ("Lt", "-2", "-4", True),
+        ("Gt", "4", "4", False),
+        ("Lt", "9223372036854775807", "-9223372036854775808", True),
+        ("Gt", "1", "9223372036854775808", False),  # past 64 bits: ParseInt fails
+        ("Gt", "--5", "4", False),
+        ("Gt", "2", "4\n", False),
+        ("Gt", "2", "\u0664", False),  # ARABIC-INDIC DIGIT FOUR: a digit to Python, not to Go
+        ("Gt", "2", " 4", False),
+        ("Gt", "2", "", False),
+        ("Gt", "2", None, False),  # no such label
+        ("Lt", "2", "2048MiB", False),
+    ],
+)
+def test_gt_and_lt_compare_what_go_parses_as_an_int64(operator, bound, label, met):
+    assert requirement_met(operator, [bound], label) is met
 
 
 @pytest.mark.parametrize(

@@ -22,7 +22,7 @@ from webhook.api.names import PROFILE_ANNOTATION
 from webhook.api.types import KubeObject
 from webhook.api.workload import as_map
 from webhook.policy import Profile
-from webhook.scheduling import required_terms
+from webhook.scheduling import required_terms, requirement_met
 
 Constraints = dict[str, frozenset[str]]
 
@@ -35,34 +35,16 @@ def _term_values(term: object, key: str, known: frozenset[str]) -> frozenset[str
         if not isinstance(expr, dict) or expr.get("key") != key:
             continue
         values = expr.get("values")
-        values = (
-            frozenset(v for v in values if isinstance(v, str))
-            if isinstance(values, list)
-            else frozenset()
-        )
+        values = [v for v in values if isinstance(v, str)] if isinstance(values, list) else []
         admitted = (known if admitted is None else admitted) & _matching(
             expr.get("operator"), values, known
         )
     return admitted
 
 
-def _matching(operator: object, values: frozenset[str], known: frozenset[str]) -> frozenset[str]:
-    """The known label values one node selector requirement admits (Kubernetes' operators)."""
-    if operator == "In":
-        return known & values
-    if operator == "NotIn":
-        return known - values
-    if operator == "Exists":
-        return known
-    if operator in ("Gt", "Lt") and len(values) == 1 and next(iter(values)).lstrip("-").isdigit():
-        # The scheduler compares label values as integers; "2048MiB" is none, so never matches.
-        bound = int(next(iter(values)))
-        return frozenset(
-            v
-            for v in known
-            if v.isdigit() and (int(v) > bound if operator == "Gt" else int(v) < bound)
-        )
-    return frozenset()  # DoesNotExist, or an operator/values the scheduler would reject
+def _matching(operator: object, values: list[str], known: frozenset[str]) -> frozenset[str]:
+    """The known label values one node selector requirement admits (`requirement_met`)."""
+    return frozenset(v for v in known if requirement_met(operator, values, v))
 
 
 def constraints(spec: KubeObject, profiles: Iterable[Profile]) -> Constraints:
