@@ -7,11 +7,8 @@ What the apiserver does to the inventory's watch when it restarts is in
 test_inventory_outage.py.
 """
 
-import base64
-import json
 import logging
 import math
-import urllib.request
 
 import pytest
 from kubernetes import client
@@ -191,16 +188,6 @@ def test_labels_changing_on_a_live_node_are_followed(own_nodes, start):
     assert wait_for(lambda: [s[1] for s in only(inventory.profiles(), *mems)] == [7200])
 
 
-def etcd_post(plane, path: str, body: dict) -> dict:
-    """A call to etcd's v3 JSON gateway (the client URL kube-apiserver is given)."""
-    url = next(
-        a.split("=", 1)[1] for a in plane.argv["etcd"] if a.startswith("--listen-client-urls=")
-    )
-    request = urllib.request.Request(url + path, data=json.dumps(body).encode(), method="POST")
-    with urllib.request.urlopen(request, timeout=10) as answer:
-        return json.loads(answer.read())
-
-
 def test_etcd_compaction_does_not_expire_a_watch_the_watch_cache_serves(
     control_plane, own_nodes, start, kube_requests, caplog
 ):
@@ -214,9 +201,7 @@ def test_etcd_compaction_does_not_expire_a_watch_the_watch_cache_serves(
         inventory = start(watch_timeout_s=1)  # every second a new watch from its last version
         # a Node outside the selector: a newer revision, no event, so the watch keeps its own
         own_nodes.create("elsewhere", gpu())
-        key = base64.b64encode(b"/registry/nodes/").decode()
-        revision = int(etcd_post(control_plane, "/v3/kv/range", {"key": key})["header"]["revision"])
-        etcd_post(control_plane, "/v3/kv/compaction", {"revision": revision, "physical": True})
+        revision = control_plane.compact_etcd()
         compacted = len(kube_requests.sent)
 
         def rewatched_from_compacted() -> bool:
