@@ -17,7 +17,6 @@ import argparse
 import hashlib
 import json
 import os
-import shutil
 import subprocess
 import sys
 import tempfile
@@ -27,6 +26,7 @@ from typing import Any
 import yaml
 
 from tools.cluster.binaries import cache_dir
+from tools.go_build import go_build
 from tools.paths import REPO
 from webhook.core.decision import decide
 from webhook.files import load_policies
@@ -36,7 +36,6 @@ BUILD = REPO / "build" / "celcost"
 BINARY = BUILD / "celcost"
 STAMP = BUILD / "sources.sha256"  # what the binary was built from
 BUILD_TIMEOUT_S = 900  # cold: modules downloaded, k8s.io/kubernetes compiled
-NO_GO = "go is not installed (Go 1.26+; Debian: apt-get install -y golang-go)"
 
 
 class Unavailable(Exception):
@@ -50,9 +49,6 @@ def build() -> Path:
         digest.update(path.name.encode() + b"\0" + path.read_bytes())
     if BINARY.is_file() and STAMP.is_file() and STAMP.read_text() == digest.hexdigest():
         return BINARY
-    go = shutil.which("go")
-    if go is None:
-        raise Unavailable(NO_GO)
     BUILD.mkdir(parents=True, exist_ok=True)
     env = {
         **os.environ,
@@ -63,17 +59,9 @@ def build() -> Path:
         "GOWORK": "off",
         "GOFLAGS": "-mod=readonly",  # go.mod and go.sum are committed: a build never edits them
     }
-    done = subprocess.run(
-        [go, "build", "-trimpath", "-o", str(BINARY), "."],
-        cwd=SOURCE,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=BUILD_TIMEOUT_S,
-        check=False,
-    )
-    if done.returncode != 0:
-        raise Unavailable(f"go build failed ({done.returncode}): {done.stderr.strip()[-800:]}")
+    why = go_build(SOURCE, BINARY, env, flags=("-trimpath",), timeout_s=BUILD_TIMEOUT_S)
+    if why:
+        raise Unavailable(why)
     STAMP.write_text(digest.hexdigest())
     return BINARY
 

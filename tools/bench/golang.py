@@ -10,11 +10,10 @@ Without `go` on PATH the peers are skipped and the reason is reported.
 from __future__ import annotations
 
 import os
-import shutil
-import subprocess
 from pathlib import Path
 from typing import Any
 
+from tools.go_build import go_build
 from tools.paths import REPO
 from webhook.policy import PolicySet
 
@@ -25,9 +24,6 @@ BUILD_TIMEOUT_S = 300
 
 def build() -> tuple[Path | None, str]:
     """The peer binary and "" when it built; None and why when it did not."""
-    go = shutil.which("go")
-    if go is None:
-        return None, "go is not installed (Debian: apt-get install -y golang-go)"
     binary = BUILD / "benchpeer"
     env = {
         **os.environ,
@@ -37,18 +33,8 @@ def build() -> tuple[Path | None, str]:
         "GOFLAGS": "",
         "GO111MODULE": "on",
     }
-    done = subprocess.run(
-        [go, "build", "-o", str(binary), "."],
-        cwd=SOURCE,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=BUILD_TIMEOUT_S,
-        check=False,
-    )
-    if done.returncode != 0:
-        return None, f"go build failed ({done.returncode}): {done.stderr.strip()[-500:]}"
-    return binary, ""
+    why = go_build(SOURCE, binary, env, timeout_s=BUILD_TIMEOUT_S)
+    return (None, why) if why else (binary, "")
 
 
 def profiles_json(policies: PolicySet) -> dict[str, Any]:
