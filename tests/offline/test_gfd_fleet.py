@@ -64,6 +64,20 @@ def variant(tmp_path, old: str, new: str) -> str:
                 "no class selects it",
             ],
         ),
+        # the same, discovering: discovery makes a class of the vGPU node, as the webhook would
+        (
+            (
+                "memory: 8Gi\n    nodeSelector: {nvidia.com/gpu.memory: '8192'}\n    nodeLabels: "
+                "{nvidia.com/gpu.product: GRID-T4-8Q}\n  memoryRequests:",
+                "memory: 15Gi\n    nodeSelector: {nvidia.com/gpu.memory: '15360'}\n"
+                "  discoverProfiles: true\n  memoryRequests:",
+            ),
+            [
+                "class GRID-T4-8Q: node t4-shared-1 {shared}: the class's pods get a slice of "
+                "what its memory promises; select only unshared nodes (add to its nodeSelector "
+                "nvidia.com/gpu.sharing-strategy: none)",
+            ],
+        ),
         # nodeLabels the nodes contradict: pins on the product would land nowhere
         (
             ("{nvidia.com/gpu.product: GRID-T4-4Q}", "{nvidia.com/gpu.product: GRID-A2-4Q}"),
@@ -76,7 +90,13 @@ def variant(tmp_path, old: str, new: str) -> str:
             ],
         ),
     ],
-    ids=["example", "discovering", "selects-shared", "nodeLabels-contradicted"],
+    ids=[
+        "example",
+        "discovering",
+        "selects-shared",
+        "selects-shared-discovering",
+        "nodeLabels-contradicted",
+    ],
 )
 def test_policy_check_nodes_on_the_gfd_fleet(tmp_path, edit, findings):
     path = str(POLICY) if edit is None else variant(tmp_path, *edit)
@@ -132,3 +152,22 @@ def test_review_nodes_on_the_gfd_fleet(tmp_path):
         "pinned-8q": True,
         "whole": True,
     }
+
+
+def test_review_nodes_gives_a_discovering_policy_the_classes_of_the_fleet(tmp_path):
+    """With `--nodes`, a policy with `discoverProfiles: true` decides with the classes the
+    webhook's inventory would find on those nodes: with the 4Q and 8Q classes left out of the
+    policy, a pod asking 3000 MiB goes to the discovered 4096 MiB class instead of being
+    refused for want of a class."""
+    text = POLICY.read_text()
+    start, end = text.index("  - name: GRID-T4-4Q"), text.index("  whenNoProfileFits: deny")
+    path = tmp_path / "gfd.yaml"
+    path.write_text(text[:start] + text[end:] + "  discoverProfiles: true\n")
+    manifest = tmp_path / "pod.json"
+    manifest.write_text(json.dumps(pod(container(limits={"nvidia.com/gpumem": 3000}))))
+    args = ("review", str(manifest), "--policies", str(path), "-n", "ml", "-o", "json")
+    code, out, _ = run_cli(*args)
+    assert (code, json.loads(out)[0]["outcome"]) == (1, "denied")  # no class holds 3000 MiB
+    code, out, _ = run_cli(*args, "--nodes", FLEET)
+    verdict = json.loads(out)[0]
+    assert (code, verdict["outcome"], verdict["profile"]) == (0, "mutated", "GRID-T4-4Q")

@@ -14,7 +14,7 @@ import threading
 
 from webhook.compile import Unexpressible, final_state_check, rewrite_policy
 from webhook.files import load_policies
-from webhook.offline.cluster import policy_findings
+from webhook.offline.cluster import policy_findings, with_discovered
 from webhook.offline.explain import explain
 from webhook.offline.yaml_output import dump_all
 from webhook.policy import PolicyError
@@ -107,7 +107,8 @@ def run_check(args: argparse.Namespace) -> int:
         for warning in policy.warnings:
             print(f"warning: {warning}")
     if nodes is not None:
-        for finding in policy_findings(policies, nodes):
+        # What the webhook would serve: a discovering policy's classes include the nodes'.
+        for finding in policy_findings(with_discovered(policies, nodes), nodes):
             print(f"warning: {finding}")
     return EXIT_OK
 

@@ -17,7 +17,7 @@ import sys
 from pathlib import Path
 
 from webhook.files import unreadable
-from webhook.offline.cluster import Nodes, policy_findings
+from webhook.offline.cluster import Nodes, policy_findings, with_discovered
 from webhook.offline.junit import Report
 from webhook.offline.manifests import InputError, Manifest, read_inputs
 from webhook.offline.outputs import print_outputs
@@ -147,7 +147,10 @@ def run(args: argparse.Namespace) -> int:
                 "(kubectl get deploy -o yaml | lwgpu review -)"
             )
         documents, errors = read_inputs(args.paths)
-        nodes, where_nodes = None, args.nodes
+        nodes, where_nodes = nodes_from(args), args.nodes
+        if nodes is not None:
+            # Reviewed as the webhook would: with the classes a discovering policy finds there.
+            policies = with_discovered(policies, nodes)
     verdicts: list[Verdict] = []
     left: list[tuple[str, str]] = []
     for doc in documents:
@@ -162,8 +165,6 @@ def run(args: argparse.Namespace) -> int:
             errors.append(err)
     for error in errors:
         say_error(args, error)
-    if not args.cluster:
-        nodes = nodes_from(args)
     unplaceable: list[Verdict] = []
     findings: list[str] = []
     if nodes is not None:

@@ -35,6 +35,7 @@ from webhook.scheduling import (
     carries,
     looks_lightweight,
     pod_fits_node,
+    profiles_from_labels,
     shared_by,
 )
 
@@ -125,6 +126,12 @@ def _memory_text(labels: Mapping[str, str]) -> str:
     """The memory label the node is read by, as written: `nvidia.com/gpu.memory=4096`."""
     key = next(k for k in MEMORY_LABELS if k in labels)
     return f"{key}={labels[key]}"
+
+
+def with_discovered(policies: PolicySet, nodes: Nodes) -> PolicySet:
+    """`policies` with the classes discovery makes of `nodes`, in the policies that discover
+    (`discoverProfiles: true`), as the webhook's inventory makes them of the cluster's."""
+    return policies.with_discovered(profiles_from_labels({n: v.labels for n, v in nodes.items()}))
 
 
 def policy_findings(policies: PolicySet, nodes: Nodes) -> list[str]:
