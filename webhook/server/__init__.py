@@ -14,6 +14,7 @@ pyproject.toml holds them to it):
   command line can read its defaults cheaply.
 
 A shell: imports `webhook.admission`, `webhook.policy`, `webhook.api`, gunicorn, Flask,
-werkzeug, prometheus_client and cryptography, and `webhook.kube` only lazily, when a policy
-discovers classes from Nodes. Never `webhook.offline` or `webhook.node`.
+werkzeug and prometheus_client, and `webhook.kube` only lazily, when a policy discovers
+classes from Nodes. Never `webhook.offline`, `webhook.node`, `certs` or cryptography (about
+8 MiB in every process, for one field: `state/validity.py`).
 """

@@ -4,6 +4,6 @@
 `discovery` merges the GPU classes found on Nodes into the policy when it asks for them.
 Each follows its source in the background; requests read the last good value without waiting.
 
-Imports: `webhook.policy`, `webhook.api`, cryptography, and `webhook.kube` only lazily
-(when a policy discovers classes). Never the rest of `webhook.server`, Flask or gunicorn.
+Imports: `webhook.policy`, `webhook.api`, and `webhook.kube` only lazily (when a policy
+discovers classes). Never the rest of `webhook.server`, Flask, gunicorn or cryptography.
 """
