@@ -9,8 +9,10 @@ no pin (`placement.own_choice`). Then the smallest candidate that holds every as
 
 The classes are literals of the governing policy (`variables.classLabels`, `classKeys`), so
 every comparison is with a known label value: Kubernetes' operators reduce to membership and,
-for `Gt`/`Lt`, an integer comparison of at most 18 digits (a longer bound the apiserver
-refuses anyway, after admission).
+for `Gt`/`Lt`, an integer comparison of at most 18 digits, so that CEL's `int()` never fails.
+The scheduler (`scheduling.requirement_met`) also compares a 19-digit value within 64 bits,
+and a label value may have 63 characters: such a bound, far past any GPU memory in MiB, is
+no integer here.
 """
 
 from __future__ import annotations
