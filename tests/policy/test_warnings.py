@@ -53,6 +53,21 @@ CASES = [
         ],
     ),
     (
+        "class-promises-more-than-its-nodes-have",
+        HEAD + "  profiles: [{name: A, memory: 4Gi, nodeSelector: "
+        "{aliyun.accelerator/nvidia_mem: 2048MiB}}, {name: B, memory: 8192Mi, nodeSelector: "
+        "{nvidia.com/gpu.memory: '7680'}}, {name: C, memory: 1Gi, nodeSelector: "
+        "{aliyun.accelerator/nvidia_mem: 2048MiB, aliyun.accelerator/nvidia_name: C}}]\n",
+        [
+            "#0: spec.profiles[0].memory: 4Gi (4096Mi) is more than the 2048Mi of the GPUs its "
+            "nodeSelector selects (aliyun.accelerator/nvidia_mem=2048MiB): a pod asking up to "
+            "4096Mi would get 2048Mi; write memory: 2048Mi, or select nodes with that much",
+            "#0: spec.profiles[1].memory: 8192Mi is more than the 7680Mi of the GPUs its "
+            "nodeSelector selects (nvidia.com/gpu.memory=7680): a pod asking up to 8192Mi would "
+            "get 7680Mi; write memory: 7680Mi, or select nodes with that much",
+        ],
+    ),
+    (
         "gpu.memory-as-gfd-writes-it",
         HEAD + "  profiles: [{name: A, memory: 4Gi, nodeSelector: "
         "{nvidia.com/gpu.memory: '4096'}}]\n",

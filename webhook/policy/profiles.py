@@ -146,6 +146,8 @@ def _profile(doc: PolicyDocument, raw: Any, path: str) -> Profile | None:
             doc.error(f"{path}.nodeLabels.{key}", f"contradicts nodeSelector {key}={selector[key]}")
             labels = None
     tolerations = _tolerations(doc, raw.get("tolerations"), f"{path}.tolerations")
+    if memory is not None and selector is not None:
+        _promises_more(doc, raw["memory"], memory, selector, path)
     if not named or memory is None or selector is None or labels is None or tolerations is None:
         return None
     assert isinstance(name, str)  # checked above; named is False otherwise
@@ -156,6 +158,29 @@ def _profile(doc: PolicyDocument, raw: Any, path: str) -> Profile | None:
         tuple(frozen_map(t) for t in tolerations),
         node_labels=frozen_map(labels),
     )
+
+
+def _promises_more(
+    doc: PolicyDocument, written: Any, memory: int, selector: dict[str, str], path: str
+) -> None:
+    """A warning when the nodeSelector picks nodes by a memory label (as nodes carry it) of
+    less memory than the class promises: a pod asking more than the GPU holds would be sent
+    there. Less is only a warning: the label may round what the GPU reports."""
+    for key, pattern in ((MEM_LABEL, MEM_VALUE), (GFD_MEMORY_LABEL, GFD_MEMORY_VALUE)):
+        match = pattern.fullmatch(selector.get(key, ""))
+        if match is None:
+            continue
+        have = int(match[match.lastindex or 0])
+        if have < memory:
+            shown = shorten(str(written))
+            shown = shown if shown == f"{memory}Mi" else f"{shown} ({memory}Mi)"
+            doc.warn(
+                f"{path}.memory",
+                f"{shown} is more than the {have}Mi of the GPUs "
+                f"its nodeSelector selects ({key}={selector[key]}): a pod asking up to "
+                f"{memory}Mi would get {have}Mi; write memory: {have}Mi, or select nodes "
+                "with that much",
+            )
 
 
 def _duplicates(doc: PolicyDocument, profiles: list[Profile | None]) -> None:
